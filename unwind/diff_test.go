@@ -1,0 +1,222 @@
+package unwind
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/unwindkit/unwindkit/ptrauth"
+)
+
+// variants is the configuration matrix of the differential tests.
+func variants() []Config {
+	var out []Config
+	for _, pol := range []Policy{ThreadInfo, OnStack, PerCPU} {
+		for _, keep := range []bool{false, true} {
+			for _, pac := range []bool{false, true} {
+				for _, tr := range []int{0, 1, 2, 3} { // none, fgraph, kretprobes, both
+					cfg := DefaultConfig()
+					cfg.NumCPU = 2
+					cfg.Policy, cfg.KeepInterruptedPC, cfg.PAC = pol, keep, pac
+					cfg.FGraph, cfg.Kretprobes = tr&1 != 0, tr&2 != 0
+					cfg.Funcs = testFuncs()
+					if tr == 2 {
+						cfg.Funcs[1].Kretprobe = true // only do_work probed
+					}
+					out = append(out, cfg)
+				}
+			}
+		}
+	}
+	// Odd ones: small SCS, QARMA3 and 52-bit VA, no SCS, KASAN stacks.
+	small := DefaultConfig()
+	small.SCSSize, small.Funcs = 1024, testFuncs()
+	q3 := DefaultConfig()
+	q3.PAC, q3.Algorithm, q3.Funcs = true, ptrauth.QARMA3, testFuncs()
+	q3.Layout = ptrauth.NewLayout(52, false)
+	noscs := DefaultConfig()
+	noscs.SCS, noscs.Funcs = false, testFuncs()
+	kasan := DefaultConfig()
+	kasan.KASAN, kasan.Funcs = true, testFuncs()
+	return append(out, small, q3, noscs, kasan)
+}
+
+// script drives a machine from bytes: each byte picks an event. Misuse is
+// allowed: it must fail and leave the ground truth unchanged. After every
+// event both unwinders are checked against the model's expectation.
+type script struct {
+	t     testing.TB
+	m     *Machine
+	tasks []*Task
+}
+
+func newScript(t testing.TB, cfg Config) *script {
+	m, err := NewMachine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &script{t: t, m: m}
+	for i := 0; i < 3; i++ {
+		task, err := m.NewTask(fmt.Sprintf("t%d", i), []string{"kthread_fn", "do_work", "irq_driver"}[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.tasks = append(s.tasks, task)
+	}
+	for i := 0; i < m.NumCPU(); i++ {
+		if err := m.CPU(i).Switch(s.tasks[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+func (s *script) step(b byte, store []uint64) {
+	t, m := s.t, s.m
+	c := m.CPU(int(b>>7) % m.NumCPU())
+	names := m.cfg.Funcs
+	before := c.Truth()
+	var err error
+	op := b & 0x7f
+	switch {
+	case op < 48:
+		err = c.Call(names[int(op)%len(names)].Name)
+	case op < 80:
+		err = c.Return()
+	case op < 88:
+		err = c.EnterIRQ()
+	case op < 96:
+		err = c.ExitIRQ()
+	case op < 102:
+		err = c.EnterSDEI(op&1 == 1)
+	case op < 110:
+		err = c.ExitSDEI()
+	case op < 114:
+		err = c.Switch(s.tasks[int(op)%len(s.tasks)])
+	default:
+		s.checkOutOfLine(c, int(op)%4, store)
+		return
+	}
+	if err != nil && !reflect.DeepEqual(before, c.Truth()) {
+		t.Fatalf("failed event %#x (%v) changed the ground truth", b, err)
+	}
+	s.check(c, SaveOptions{}, store)
+	if op%5 == 0 {
+		s.check(c, SaveOptions{Skip: int(op) % 7, StopAtBoundary: op%2 == 0}, store)
+	}
+}
+
+func (s *script) check(c *CPU, opts SaveOptions, store []uint64) {
+	t, m := s.t, s.m
+	if c.Task() == nil {
+		return
+	}
+	for _, method := range []Method{MethodSCS, MethodFP} {
+		want := c.Expect(method, opts)
+		n, err := c.Unwind(method, Inline, store, opts)
+		if method == MethodSCS && !m.cfg.SCS || method == MethodFP && !m.cfg.FramePointers {
+			if !errors.Is(err, ErrNotSupported) {
+				t.Fatalf("%v disabled: err = %v", method, err)
+			}
+			continue
+		}
+		if !errors.Is(err, want.Err) || (err == nil) != (want.Err == nil) {
+			t.Fatalf("%v %+v: err = %v, want %v\ntruth: %s", method, opts, err, want.Err, m.names(truthPCs(c)))
+		}
+		if !equalPCs(store[:n], want.PCs) {
+			t.Fatalf("%v %+v mismatch in %s context:\n got   %s\n want  %s\n truth %s", method, opts, c.Context(),
+				m.names(store[:n]), m.names(want.PCs), m.names(truthPCs(c)))
+		}
+	}
+}
+
+// checkOutOfLine checks the seed's skipnr+1 question: an out-of-line
+// unwinder (stack_trace_save with its own frame) with skip k+1 returns what
+// an inline one returns with skip k, and its first frame is the call site.
+func (s *script) checkOutOfLine(c *CPU, k int, store []uint64) {
+	if c.Task() == nil || c.Depth() == 0 {
+		return
+	}
+	cur := c.cur().top().f
+	if cur.spec.Leaf {
+		if _, err := c.Unwind(MethodAuto, OutOfLine, store, SaveOptions{}); err == nil {
+			s.t.Fatal("out-of-line unwind from a leaf succeeded")
+		}
+		return
+	}
+	for _, method := range []Method{MethodSCS, MethodFP} {
+		if method == MethodSCS && !s.m.cfg.SCS {
+			continue
+		}
+		in := make([]uint64, len(store))
+		n1, err1 := c.Unwind(method, Inline, in, SaveOptions{Skip: k})
+		n2, err2 := c.Unwind(method, OutOfLine, store, SaveOptions{Skip: k + 1})
+		if !equalPCs(in[:n1], store[:n2]) || fmt.Sprint(err1) != fmt.Sprint(err2) {
+			s.t.Fatalf("%v: out-of-line skip %d != inline skip %d:\n %s\n %s", method, k+1, k, s.m.names(store[:n2]), s.m.names(in[:n1]))
+		}
+		n0, _ := c.Unwind(method, OutOfLine, store, SaveOptions{})
+		if want := cur.sites[FnStackTraceSave] + 4; n0 == 0 || store[0] != want {
+			s.t.Fatalf("%v: out-of-line first frame %s, want the call site %s", method, s.m.sym.Name(store[0]), s.m.sym.Name(want))
+		}
+	}
+}
+
+func truthPCs(c *CPU) []uint64 {
+	var pcs []uint64
+	for _, f := range c.Truth() {
+		pcs = append(pcs, f.PC)
+	}
+	return pcs
+}
+
+func equalPCs(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestDifferentialRandom(t *testing.T) {
+	steps := 400
+	if testing.Short() {
+		steps = 150
+	}
+	for i, cfg := range variants() {
+		t.Run(fmt.Sprintf("%d/%v/keep=%v/pac=%v/fgraph=%v/kretprobes=%v/scs=%v", i, cfg.Policy, cfg.KeepInterruptedPC, cfg.PAC, cfg.FGraph, cfg.Kretprobes, cfg.SCS), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			s := newScript(t, cfg)
+			store := make([]uint64, 600)
+			for j := 0; j < steps; j++ {
+				// Bias towards calls so that chains get deep.
+				b := byte(rng.IntN(256))
+				if rng.IntN(3) == 0 {
+					b = b&0x80 | byte(rng.IntN(48))
+				}
+				s.step(b, store)
+			}
+		})
+	}
+}
+
+func FuzzMachine(f *testing.F) {
+	f.Add(uint8(0), []byte{0, 1, 2, 3, 80, 5, 100, 6, 101, 7, 120, 64, 108, 64, 108, 90})
+	f.Add(uint8(13), []byte{1, 1, 1, 1, 1, 1, 1, 1, 81, 2, 97, 98, 120, 121, 122, 123})
+	vs := variants()
+	f.Fuzz(func(t *testing.T, v uint8, data []byte) {
+		if len(data) > 2000 {
+			data = data[:2000]
+		}
+		s := newScript(t, vs[int(v)%len(vs)])
+		store := make([]uint64, 600)
+		for _, b := range data {
+			s.step(b, store)
+		}
+	})
+}

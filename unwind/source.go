@@ -1,0 +1,382 @@
+package unwind
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+	"runtime"
+
+	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/internal/errs"
+	"github.com/unwindkit/unwindkit/scs"
+)
+
+// Errors. ErrNotSupported and ErrCorrupt are unwindkit's shared sentinels,
+// the same values in every package.
+var (
+	// ErrNotSupported: the asked-for mechanism is absent (the shadow call
+	// stack or frame pointers are off, or this GOARCH keeps no frame
+	// pointers). errors.Is(err, unix.ENOSYS) is true.
+	ErrNotSupported = errs.ErrNotSupported
+	// ErrCorrupt is wrapped by every *CorruptError.
+	ErrCorrupt = errs.ErrCorrupt
+	// ErrInterruptedTopHidden: the SCS copy reached a context whose x18 the
+	// OnStack policy left on the interrupted stack.
+	ErrInterruptedTopHidden = scs.ErrInterruptedTopHidden
+	// ErrBusy: the CPU kept changing while another goroutine tried to
+	// unwind it, and no consistent state was read.
+	ErrBusy = errors.New("unwind: CPU state kept changing during the unwind")
+)
+
+// CorruptError describes corrupt state: the rule, the address, detail.
+type CorruptError = errs.CorruptError
+
+// Method selects an unwinding technique.
+type Method uint8
+
+const (
+	// MethodAuto is the shadow call stack copy when the shadow call stack
+	// is on, else the frame-pointer walk.
+	MethodAuto Method = iota
+	// MethodSCS copies return addresses off the shadow call stack.
+	MethodSCS
+	// MethodFP walks frame records.
+	MethodFP
+)
+
+func (m Method) String() string {
+	switch m {
+	case MethodAuto:
+		return "auto"
+	case MethodSCS:
+		return "scs"
+	case MethodFP:
+		return "fp"
+	}
+	return fmt.Sprintf("Method(%d)", uint8(m))
+}
+
+// SaveOptions are the options of an unwind besides the store.
+type SaveOptions struct {
+	// Skip removes this many frames from the innermost end.
+	Skip int
+	// StopAtBoundary ends an SCS copy at the first context boundary, as
+	// KASAN's filter_irq_stacks cuts traces at the IRQ entry.
+	StopAtBoundary bool
+	// Reliable makes the FP walk fail at anything a reliable trace may not
+	// contain (arch_stack_walk_reliable).
+	Reliable bool
+}
+
+// Source is what an unwinder reads: one CPU's registers and memory at one
+// moment, or a snapshot. It is immutable; Save and Frames may be called on
+// it any number of times, concurrently.
+type Source struct {
+	method Method // MethodSCS or MethodFP
+	scs    scs.View
+	fp     fp.Config
+	fpSkip int // frames the FP walk reports before the unwinder's caller
+	sym    *Symbolizer
+}
+
+// Method returns the technique the source unwinds with.
+func (s *Source) Method() Method { return s.method }
+
+// Save copies the return addresses of src into store, innermost first,
+// after removing skip frames, and returns how many it stored. A full store
+// is not an error. A walk that fails part-way returns the frames it had
+// and an error: ErrCorrupt (wrapped), ErrInterruptedTopHidden, or
+// ErrNotSupported.
+func Save(src *Source, store []uint64, skip int) (int, error) {
+	if src.method == MethodSCS {
+		return scs.Save(&src.scs, store, skip)
+	}
+	return fp.Save(&src.fp, store, skip+src.fpSkip)
+}
+
+// FrameSource says where a Frame's PC came from.
+type FrameSource uint8
+
+const (
+	// SourceSCS: a shadow call stack slot.
+	SourceSCS FrameSource = iota
+	// SourceInterruptedPC: the interrupted pc kept per-CPU at a context
+	// boundary (KeepInterruptedPC).
+	SourceInterruptedPC
+	// SourceFrame: the lr of a frame record.
+	SourceFrame
+	// SourceCaller: the start of an FP walk of the current task.
+	SourceCaller
+	// SourceTask: the saved pc of a blocked task.
+	SourceTask
+	// SourceRegsPC: the pc of a pt_regs at an exception boundary.
+	SourceRegsPC
+)
+
+func (s FrameSource) String() string {
+	switch s {
+	case SourceSCS:
+		return "scs"
+	case SourceInterruptedPC:
+		return "interrupted-pc"
+	case SourceFrame:
+		return "frame"
+	case SourceCaller:
+		return "caller"
+	case SourceTask:
+		return "task"
+	case SourceRegsPC:
+		return "regs-pc"
+	}
+	return fmt.Sprintf("FrameSource(%d)", uint8(s))
+}
+
+// Frame is one unwound frame with its provenance.
+type Frame struct {
+	PC     uint64      // the return address, PAC stripped and recovered
+	Raw    uint64      // the value as stored
+	Symbol string      // function+offset, or hex
+	Source FrameSource // where PC came from
+	// Stack is the FP walk's stack kind (fp.Unknown for SCS frames).
+	Stack fp.StackKind
+	// Context is the SCS context of the frame (SCS frames only).
+	Context Context
+	// Recovered is true when a trampoline (function graph or kretprobe)
+	// was replaced by the real return address.
+	Recovered bool
+}
+
+// Frames returns src's frames with provenance, innermost first. The final
+// pair carries the walk's error, if any, with a zero Frame.
+func (src *Source) Frames() iter.Seq2[Frame, error] {
+	return func(yield func(Frame, error) bool) {
+		if src.method == MethodSCS {
+			max := 8
+			for _, sg := range src.scs.Segments() {
+				if sg.Region != nil {
+					max += int(sg.Region.Size()/8) + 1
+				}
+			}
+			buf := make([]scs.Frame, max)
+			n, err := scs.Frames(&src.scs, buf, 0)
+			for _, f := range buf[:n] {
+				fs := SourceSCS
+				if f.Source == scs.FromInterruptedPC {
+					fs = SourceInterruptedPC
+				}
+				if !yield(Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Source: fs, Context: f.Context}, nil) {
+					return
+				}
+			}
+			if err != nil {
+				yield(Frame{}, err)
+			}
+			return
+		}
+		skip := src.fpSkip
+		for f, err := range fp.Frames(&src.fp) {
+			if err != nil {
+				yield(Frame{}, err)
+				return
+			}
+			if skip > 0 {
+				skip--
+				continue
+			}
+			fr := Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Stack: f.Stack, Recovered: f.Flags != 0}
+			switch f.Source {
+			case fp.SourceFrame:
+				fr.Source = SourceFrame
+			case fp.SourceCaller:
+				fr.Source = SourceCaller
+			case fp.SourceTask:
+				fr.Source = SourceTask
+			case fp.SourceRegsPC:
+				fr.Source = SourceRegsPC
+			}
+			if !yield(fr, nil) {
+				return
+			}
+		}
+	}
+}
+
+func (src *Source) name(pc uint64) string {
+	if src.sym == nil {
+		return fmt.Sprintf("%#x", pc)
+	}
+	return src.sym.Name(pc)
+}
+
+// pubState is the part of a CPU's registers that concurrent unwinders read.
+type pubState struct {
+	seq     uint64
+	task    *Task
+	x29, pc uint64
+	ctx     Context
+}
+
+func (c *CPU) publish(seq uint64) {
+	p := &pubState{seq: seq, task: c.task}
+	if c.task != nil && len(c.ctxs) > 0 {
+		ctx := c.cur()
+		p.x29 = ctx.x29
+		p.pc = ctx.top().pc
+		p.ctx = ctx.kind
+	}
+	c.pub.Store(p)
+}
+
+// source builds a Source for an unwinder running inline in the CPU's
+// current function, from the published state p.
+func (c *CPU) source(p *pubState, method Method, opts SaveOptions) (*Source, error) {
+	m := c.m
+	if method == MethodAuto {
+		method = MethodFP
+		if m.cfg.SCS {
+			method = MethodSCS
+		}
+	}
+	if p == nil || p.task == nil {
+		return nil, fmt.Errorf("unwind: cpu%d has no task", c.id)
+	}
+	src := &Source{method: method, sym: m.sym}
+	switch method {
+	case MethodSCS:
+		if m.scs == nil {
+			return nil, fmt.Errorf("unwind: shadow call stack copy: %w", ErrNotSupported)
+		}
+		v, err := m.scs.view(c.id)
+		if err != nil {
+			return nil, err
+		}
+		v.StopAtBoundary = opts.StopAtBoundary
+		src.scs = v
+	case MethodFP:
+		if !m.cfg.FramePointers {
+			return nil, fmt.Errorf("unwind: frame-pointer walk: %w", ErrNotSupported)
+		}
+		t := p.task
+		src.fp = fp.Config{
+			Mem: m.mem,
+			Stacks: []fp.Stack{
+				{Kind: fp.Task, Low: t.stack.Base, High: t.stack.End(), Name: t.Name},
+				{Kind: fp.IRQ, Low: c.irqStack.Base, High: c.irqStack.End(), Name: c.irqStack.Name},
+				{Kind: fp.Overflow, Low: c.overflow.Base, High: c.overflow.End(), Name: c.overflow.Name},
+				{Kind: fp.SDEINormal, Low: c.sdeiNormal.Base, High: c.sdeiNormal.End(), Name: c.sdeiNormal.Name},
+				{Kind: fp.SDEICritical, Low: c.sdeiCritical.Base, High: c.sdeiCritical.End(), Name: c.sdeiCritical.Name},
+			},
+			// Start from the running function's pc and x29
+			// (kunwind_init_from_regs-like); its own pc is then
+			// dropped, so the first frame is its caller's, as for an
+			// unwinder inlined in it.
+			FP:         p.x29,
+			PC:         p.pc,
+			Source:     fp.SourceCaller,
+			Layout:     m.cfg.Layout,
+			TaskPtRegs: t.ptRegs,
+			Reliable:   opts.Reliable,
+		}
+		if m.cfg.FGraph {
+			src.fp.GraphTrampoline = m.graphTramp
+			src.fp.GraphStack = t.graph.region.Base
+		}
+		if m.cfg.Kretprobes {
+			src.fp.KretprobeTrampoline = m.kprobeTramp
+			src.fp.KretprobeStack = t.kprobe.region.Base
+		}
+		src.fpSkip = 1
+	default:
+		return nil, fmt.Errorf("unwind: unknown method %v", method)
+	}
+	return src, nil
+}
+
+// Source returns a Source for an unwinder invoked inline in the CPU's
+// current function. Call it from the goroutine driving the CPU, or use
+// Unwind from any goroutine.
+func (c *CPU) Source(method Method, opts SaveOptions) (*Source, error) {
+	return c.source(c.pub.Load(), method, opts)
+}
+
+// Invocation says how the modelled code invokes the unwinder.
+type Invocation uint8
+
+const (
+	// Inline: the unwinder runs inside the current function (as if
+	// always-inlined): the first frame is the current function's return
+	// address.
+	Inline Invocation = iota
+	// OutOfLine: the current function calls stack_trace_save, which pushes
+	// its own frame and return address: the first frame is the call site
+	// in the current function. This is the seed's "skipnr + 1" situation.
+	OutOfLine
+)
+
+// Unwind unwinds the CPU with method into store and returns how many
+// frames it stored. Inline unwinds may run on any goroutine while another
+// drives the CPU: they retry until they read a consistent state (or return
+// ErrBusy). OutOfLine changes the CPU (it calls stack_trace_save and
+// returns from it), so only the driving goroutine may use it.
+func (c *CPU) Unwind(method Method, inv Invocation, store []uint64, opts SaveOptions) (int, error) {
+	if inv == OutOfLine {
+		if err := c.Call(FnStackTraceSave); err != nil {
+			return 0, err
+		}
+		defer c.Return()
+	}
+	for try := 0; try < 1000; try++ {
+		s1 := c.seq.Load()
+		if s1&1 != 0 {
+			runtime.Gosched()
+			continue
+		}
+		p := c.pub.Load()
+		if p == nil || p.seq != s1 {
+			runtime.Gosched()
+			continue
+		}
+		src, err := c.source(p, method, opts)
+		if err != nil {
+			if c.seq.Load() != s1 {
+				continue
+			}
+			return 0, err
+		}
+		n, err := Save(src, store, opts.Skip)
+		if c.seq.Load() != s1 {
+			runtime.Gosched()
+			continue
+		}
+		return n, err
+	}
+	return 0, ErrBusy
+}
+
+// UnwindSeq is Unwind (inline) that also returns the CPU's sequence number
+// of the state it read, for tests that match results against recorded
+// ground truths.
+func (c *CPU) UnwindSeq(method Method, store []uint64, opts SaveOptions) (n int, seq uint64, err error) {
+	for try := 0; try < 1000; try++ {
+		s1 := c.seq.Load()
+		p := c.pub.Load()
+		if s1&1 != 0 || p == nil || p.seq != s1 {
+			runtime.Gosched()
+			continue
+		}
+		src, err := c.source(p, method, opts)
+		if err == nil {
+			n, err = Save(src, store, opts.Skip)
+		}
+		if c.seq.Load() != s1 {
+			runtime.Gosched()
+			continue
+		}
+		return n, s1, err
+	}
+	return 0, 0, ErrBusy
+}
+
+// Seq returns the CPU's state sequence number: even when stable, bumped by
+// two for every state change.
+func (c *CPU) Seq() uint64 { return c.seq.Load() }
