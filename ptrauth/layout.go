@@ -40,6 +40,9 @@ type Layout struct {
 	feat Features
 	// mask[h] is the PAC field of an instruction pointer in half h.
 	mask [2]uint64
+	// flip is mask[0] ^ mask[1], so that Strip selects a mask without a
+	// load that depends on the pointer.
+	flip uint64
 }
 
 // NewLayout returns the layout with the same VA size and TBI setting in
@@ -65,6 +68,7 @@ func NewLayoutHalves(lower, upper Half, f Features) (Layout, error) {
 		}
 		l.mask[i] = fieldMask(h.VABits, h.TBI && !h.TBID)
 	}
+	l.flip = l.mask[0] ^ l.mask[1]
 	return l, nil
 }
 
@@ -109,10 +113,10 @@ func (l Layout) PACMask(bit55 bool) uint64 {
 // do: every bit of the PAC field becomes a copy of bit 55. Bits outside the
 // field (the address, bit 55, and with TBI the tag byte) are kept.
 //
-// Strip is a mask and a select, small enough to inline into an unwinder's
-// inner loop.
+// Strip is a mask and a select, seven ALU operations without branches,
+// small enough to inline into an unwinder's inner loop.
 func (l Layout) Strip(ptr uint64) uint64 {
-	b := ptr >> 55 & 1
-	m := l.mask[b]
-	return ptr&^m | m&-b
+	s := uint64(int64(ptr<<8) >> 63) // bit 55 copied into every bit
+	m := l.mask[0] ^ l.flip&s        // the field of ptr's half
+	return ptr ^ (ptr^s)&m           // field bits := bit 55
 }

@@ -1,0 +1,130 @@
+package ptrauth
+
+import (
+	"fmt"
+	"math/bits"
+)
+
+// Key is a 128-bit pointer-authentication key, as held in a pair of
+// AP*Key{Hi,Lo}_EL1 registers. Hi is bits 127:64 (the Arm pseudocode's
+// key0, QARMA's whitening key w0); Lo is bits 63:0 (key1, QARMA's core key
+// k0).
+type Key struct {
+	Hi, Lo uint64
+}
+
+// Algorithm selects the PAC function behind ComputePAC.
+type Algorithm uint8
+
+const (
+	// QARMA5 is the architected QARMA-64 with σ2 and five forward rounds
+	// (FEAT_PACQARMA5), the Arm ARM's ComputePAC.
+	QARMA5 Algorithm = iota
+	// QARMA3 is the architected QARMA-64 with σ1 and three forward rounds
+	// (FEAT_PACQARMA3), ComputePAC with IsFeatureImplemented(FEAT_PACQARMA3).
+	QARMA3
+	// ImpDef is QEMU's implementation-defined algorithm (FEAT_PACIMP on
+	// QEMU's "max" CPU with pauth-impdef=on): an XXH64-style hash of data,
+	// modifier, key.Lo and key.Hi.
+	ImpDef
+)
+
+// String returns the algorithm's name: "QARMA5", "QARMA3" or "ImpDef".
+func (a Algorithm) String() string {
+	switch a {
+	case QARMA5:
+		return "QARMA5"
+	case QARMA3:
+		return "QARMA3"
+	case ImpDef:
+		return "ImpDef"
+	}
+	return fmt.Sprintf("Algorithm(%d)", uint8(a))
+}
+
+// KeyID names the key an authentication uses. It decides the PAuth1 error
+// code written into a pointer that fails authentication.
+type KeyID uint8
+
+const (
+	// KeyA is APIAKey (PACIASP/AUTIASP). PAuth1 error code 0b01.
+	KeyA KeyID = iota
+	// KeyB is APIBKey (PACIBSP/AUTIBSP). PAuth1 error code 0b10.
+	KeyB
+)
+
+// String returns "A" or "B".
+func (k KeyID) String() string {
+	switch k {
+	case KeyA:
+		return "A"
+	case KeyB:
+		return "B"
+	}
+	return fmt.Sprintf("KeyID(%d)", uint8(k))
+}
+
+// ComputePAC returns the 64-bit pointer authentication code of data under
+// modifier and key, the Arm ARM's ComputePAC(data, modifier, key<127:64>,
+// key<63:0>) (or QEMU's implementation-defined hash for ImpDef). Sign and
+// Auth take the PAC-field bits of this value. It panics on an unknown
+// Algorithm.
+func ComputePAC(data, modifier uint64, key Key, alg Algorithm) uint64 {
+	switch alg {
+	case QARMA5:
+		return qarma5(data, modifier, key.Hi, key.Lo)
+	case QARMA3:
+		return qarma3(data, modifier, key.Hi, key.Lo)
+	case ImpDef:
+		return impDef(data, modifier, key.Lo, key.Hi)
+	}
+	panic("ptrauth: ComputePAC with unknown " + alg.String())
+}
+
+// XXH64 primes (xxHash, Yann Collet).
+const (
+	prime64x1 = 0x9E3779B185EBCA87
+	prime64x2 = 0xC2B2AE3D27D4EB4F
+	prime64x3 = 0x165667B19E3779F9
+	prime64x4 = 0x85EBCA77C2B2AE63
+)
+
+// impDefSeed is QEMU_XXHASH_SEED.
+const impDefSeed = 1
+
+// impDef is QEMU's implementation-defined PAC (pauth_computepac_impdef in
+// target/arm/tcg/pauth_helper.c, qemu_xxhash64_4 in include/qemu/xxhash.h):
+// the 32-byte XXH64 of a, b, c, d (here data, modifier, key.Lo, key.Hi)
+// with seed 1, except that QEMU leaves out XXH64's "h64 += length" step
+// before the final avalanche. Written from that description.
+func impDef(a, b, c, d uint64) uint64 {
+	seed := uint64(impDefSeed)
+	p1, p2 := uint64(prime64x1), uint64(prime64x2)
+	v1 := xxhRound(seed+p1+p2, a) // wrapping adds, as in C
+	v2 := xxhRound(seed+p2, b)
+	v3 := xxhRound(seed, c)
+	v4 := xxhRound(seed-p1, d)
+	return xxhAvalanche(xxhMerge(v1, v2, v3, v4))
+}
+
+func xxhRound(acc, in uint64) uint64 {
+	return bits.RotateLeft64(acc+in*prime64x2, 31) * prime64x1
+}
+
+func xxhMerge(v1, v2, v3, v4 uint64) uint64 {
+	h := bits.RotateLeft64(v1, 1) + bits.RotateLeft64(v2, 7) +
+		bits.RotateLeft64(v3, 12) + bits.RotateLeft64(v4, 18)
+	for _, v := range [4]uint64{v1, v2, v3, v4} {
+		h = (h^xxhRound(0, v))*prime64x1 + prime64x4
+	}
+	return h
+}
+
+func xxhAvalanche(h uint64) uint64 {
+	h ^= h >> 33
+	h *= prime64x2
+	h ^= h >> 29
+	h *= prime64x3
+	h ^= h >> 32
+	return h
+}
