@@ -1,0 +1,95 @@
+package fp_test
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/internal/mem"
+)
+
+// buildTask lays out a 16 KiB task stack with the task's pt_regs (FINAL
+// record) at the top and three frame records below, and returns the
+// memory, the stack and the innermost fp.
+func buildTask() (*mem.Memory, fp.Stack, uint64) {
+	const low = 0xffff800090000000
+	m := &mem.Memory{}
+	r, _ := mem.NewRegion("task", "task", low, fp.TaskStackSize)
+	m.Add(r)
+	high := uint64(low + fp.TaskStackSize)
+	regs := fp.TaskPtRegsAddr(high)
+	m.Store(regs+fp.PtRegsStackFrameOff+fp.MetaTypeOff, fp.MetaFinal)
+	x29 := regs + fp.PtRegsStackFrameOff
+	sp := regs
+	for _, lr := range []uint64{0xffff800080001004, 0xffff800080002008, 0xffff80008000300c} {
+		sp -= 32
+		m.Store(sp, x29) // stp x29, x30, [sp, #-32]!
+		m.Store(sp+8, lr)
+		x29 = sp // mov x29, sp
+	}
+	return m, fp.Stack{Kind: fp.Task, Low: low, High: high, Name: "task"}, x29
+}
+
+func ExampleWalk() {
+	m, task, x29 := buildTask()
+	cfg := &fp.Config{
+		Mem:        m,
+		Stacks:     []fp.Stack{task},
+		FP:         x29,
+		PC:         0xffff800080004000,
+		TaskPtRegs: fp.TaskPtRegsAddr(task.High),
+	}
+	end, err := fp.Walk(cfg, func(f fp.Frame) bool {
+		fmt.Printf("%#x %v %v\n", f.PC, f.Source, f.Stack)
+		return true
+	})
+	fmt.Println(end, err)
+	// Output:
+	// 0xffff800080004000 caller task
+	// 0xffff80008000300c frame task
+	// 0xffff800080002008 frame task
+	// 0xffff800080001004 frame task
+	// final <nil>
+}
+
+func ExampleSave() {
+	m, task, x29 := buildTask()
+	cfg := &fp.Config{Mem: m, Stacks: []fp.Stack{task}, FP: x29, PC: 0xffff800080004000, TaskPtRegs: fp.TaskPtRegsAddr(task.High)}
+	store := make([]uint64, 8)
+	n, err := fp.Save(cfg, store, 1) // skip the innermost frame
+	fmt.Printf("%d %x %v\n", n, store[:n], err)
+	// Output:
+	// 3 [ffff80008000300c ffff800080002008 ffff800080001004] <nil>
+}
+
+func ExampleFrames() {
+	m, task, x29 := buildTask()
+	m.Store(x29, 0x1000) // corrupt the innermost record's fp
+	cfg := &fp.Config{Mem: m, Stacks: []fp.Stack{task}, FP: x29, PC: 0xffff800080004000, TaskPtRegs: fp.TaskPtRegsAddr(task.High)}
+	for f, err := range fp.Frames(cfg) {
+		if err != nil {
+			var ce *fp.CorruptError
+			fmt.Println(errors.As(err, &ce), ce.Rule)
+			break
+		}
+		fmt.Printf("%#x\n", f.PC)
+	}
+	// Output:
+	// 0xffff800080004000
+	// 0xffff80008000300c
+	// true fp outside stacks
+}
+
+func ExampleUnwinder() {
+	m, task, x29 := buildTask()
+	cfg := &fp.Config{Mem: m, Stacks: []fp.Stack{task}, FP: x29, PC: 0xffff800080004000, TaskPtRegs: fp.TaskPtRegsAddr(task.High), Reliable: true}
+	var u fp.Unwinder
+	u.Init(cfg)
+	n := 0
+	for u.Next() {
+		n++
+	}
+	fmt.Println(n, u.End(), u.End().Complete(), u.Err())
+	// Output:
+	// 4 final true <nil>
+}

@@ -1,0 +1,183 @@
+package fp
+
+import (
+	"testing"
+
+	"github.com/unwindkit/unwindkit/internal/mem"
+)
+
+// This file lays out stacks the way arm64 Linux does, for the tests: task
+// stacks with their pt_regs and FINAL record at the top, frame records
+// pushed by calls, pt_regs pushed at exception entry, per-CPU IRQ/SDEI
+// stacks entered from an interrupted context, and return stacks.
+
+// machine is a mem.Memory with the stacks laid out so far.
+type machine struct {
+	t      testing.TB
+	mem    *mem.Memory
+	stacks []Stack
+	task   *tstack // the task stack, if any
+}
+
+func newMachine(t testing.TB) *machine {
+	return &machine{t: t, mem: &mem.Memory{}}
+}
+
+// tstack is a stack under construction. It grows down from High: sp is
+// the lowest used byte and fp the current x29.
+type tstack struct {
+	m    *machine
+	s    Stack
+	r    *mem.Region
+	sp   uint64
+	fp   uint64
+	regs uint64 // for a task stack: task_pt_regs
+}
+
+func (m *machine) region(name, kind string, base, size uint64) *mem.Region {
+	m.t.Helper()
+	r, err := mem.NewRegion(name, kind, base, size)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	if err := m.mem.Add(r); err != nil {
+		m.t.Fatal(err)
+	}
+	return r
+}
+
+// stack adds an empty stack [low, low+size) of kind k.
+func (m *machine) stack(k StackKind, name string, low, size uint64) *tstack {
+	m.t.Helper()
+	r := m.region(name, k.String(), low, size)
+	s := &tstack{m: m, s: Stack{Kind: k, Low: low, High: low + size, Name: name}, r: r, sp: low + size}
+	m.stacks = append(m.stacks, s.s)
+	return s
+}
+
+// taskStack adds a task stack with the task's pt_regs at the top holding
+// the FINAL meta record; x29 points at that record, as at ret_from_fork.
+func (m *machine) taskStack(name string, low, size uint64) *tstack {
+	m.t.Helper()
+	s := m.stack(Task, name, low, size)
+	s.sp -= PtRegsSize
+	s.regs = s.sp
+	s.store(s.regs+PtRegsStackFrameOff+MetaTypeOff, MetaFinal)
+	s.fp = s.regs + PtRegsStackFrameOff
+	m.task = s
+	return s
+}
+
+func (s *tstack) store(addr, v uint64) {
+	s.m.t.Helper()
+	if !s.m.mem.Store(addr, v) {
+		s.m.t.Fatalf("store %#x outside memory", addr)
+	}
+}
+
+// call models a function prologue (stp x29, x30, [sp, #-32]!; mov x29, sp)
+// in a function called with return address lr: it pushes a 32-byte frame
+// with the record {fp, lr} at its bottom and returns the record's address.
+func (s *tstack) call(lr uint64) uint64 {
+	s.m.t.Helper()
+	if s.sp-s.s.Low < 32 {
+		s.m.t.Fatalf("stack %s overflows", s.s.Name)
+	}
+	s.sp -= 32
+	s.store(s.sp, s.fp)
+	s.store(s.sp+8, lr)
+	s.fp = s.sp
+	return s.sp
+}
+
+// exception models kernel_entry from EL1 interrupting pc: it pushes a
+// pt_regs with regs[29] = the interrupted x29, lr = lr, pc = pc and the
+// stackframe meta record {0, 0, PT_REGS}, and points x29 at that record.
+// It returns the pt_regs address.
+func (s *tstack) exception(pc, lr uint64) uint64 {
+	s.m.t.Helper()
+	s.sp -= PtRegsSize
+	regs := s.sp
+	s.store(regs+PtRegsX29Off, s.fp)
+	s.store(regs+PtRegsLROff, lr)
+	s.store(regs+PtRegsSPOff, regs+PtRegsSize)
+	s.store(regs+PtRegsPCOff, pc)
+	s.store(regs+PtRegsStackFrameOff+MetaTypeOff, MetaPtRegs)
+	s.fp = regs + PtRegsStackFrameOff
+	return regs
+}
+
+// enterFrom models call_on_irq_stack (or the SDEI entry) switching to s
+// from the context whose x29 is from.fp: the first record on s links back
+// to it.
+func (s *tstack) enterFrom(from *tstack, lr uint64) uint64 {
+	s.fp = from.fp
+	return s.call(lr)
+}
+
+// config returns a walk of the machine starting at s's current fp with
+// start pc.
+func (m *machine) config(s *tstack, pc uint64) *Config {
+	c := &Config{Mem: m.mem, Stacks: append([]Stack(nil), m.stacks...), FP: s.fp, PC: pc}
+	if m.task != nil {
+		c.TaskPtRegs = m.task.regs
+	}
+	return c
+}
+
+// retStack writes a return stack (count, then {ret, fp} oldest first) at
+// addr in a region of its own and returns addr.
+func (m *machine) retStack(name string, addr uint64, entries ...[2]uint64) uint64 {
+	m.t.Helper()
+	r := m.region(name, "retstack", addr, 8+16*uint64(len(entries))+8)
+	r.Store(addr, uint64(len(entries)))
+	for i, e := range entries {
+		r.Store(addr+8+16*uint64(i), e[0])
+		r.Store(addr+16+16*uint64(i), e[1])
+	}
+	return addr
+}
+
+// pcs returns the PCs of frames.
+func pcs(frames []Frame) []uint64 {
+	out := make([]uint64, len(frames))
+	for i, f := range frames {
+		out[i] = f.PC
+	}
+	return out
+}
+
+// walkAll collects every frame of c.
+func walkAll(c *Config) ([]Frame, End, error) {
+	var frames []Frame
+	end, err := Walk(c, func(f Frame) bool { frames = append(frames, f); return true })
+	return frames, end, err
+}
+
+func eqU64(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// kernel text addresses used as return addresses
+const (
+	text     = 0xffff800080010000
+	stackTop = 0xffff800090000000
+)
+
+func pc(i int) uint64 { return text + 0x100*uint64(i) + 4 }
+
+// exceptionFrom models an exception handled on s (an SDEI or overflow
+// stack) that interrupted the context whose x29 is from.fp at pc: the
+// pt_regs are pushed on s itself, with regs[29] = from.fp.
+func (s *tstack) exceptionFrom(from *tstack, pc, lr uint64) uint64 {
+	s.fp = from.fp
+	return s.exception(pc, lr)
+}

@@ -1,0 +1,229 @@
+package fp
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/unwindkit/unwindkit/internal/errs"
+)
+
+// Layout of the objects the unwinder reads, in bytes (arm64 Linux).
+const (
+	// FrameRecordSize is the size of a frame record {fp, lr}
+	// (struct frame_record).
+	FrameRecordSize = 16
+	// MetaRecordSize is the size of a meta record {0, 0, type}
+	// (struct frame_record_meta).
+	MetaRecordSize = 24
+	// MetaTypeOff is the offset of the type word in a meta record.
+	MetaTypeOff = 16
+
+	// PtRegsSize is sizeof(struct pt_regs), PT_REGS_SIZE.
+	PtRegsSize = 336
+	// PtRegsX29Off is the offset of regs[29], the interrupted frame pointer.
+	PtRegsX29Off = 29 * 8
+	// PtRegsLROff is the offset of regs[30], the interrupted link register.
+	PtRegsLROff = 30 * 8
+	// PtRegsSPOff is the offset of sp.
+	PtRegsSPOff = 248
+	// PtRegsPCOff is the offset of pc, the interrupted program counter.
+	PtRegsPCOff = 256
+	// PtRegsPstateOff is the offset of pstate.
+	PtRegsPstateOff = 264
+	// PtRegsOrigX0Off is the offset of orig_x0.
+	PtRegsOrigX0Off = 272
+	// PtRegsSyscallnoOff is the offset of syscallno.
+	PtRegsSyscallnoOff = 280
+	// PtRegsSDEITTBR1Off is the offset of sdei_ttbr1.
+	PtRegsSDEITTBR1Off = 288
+	// PtRegsStackFrameOff is the offset of the embedded meta record
+	// (pt_regs::stackframe); its type word is at PtRegsStackFrameOff+16.
+	PtRegsStackFrameOff = 296
+	// PtRegsLockdepHardirqsOff is the offset of lockdep_hardirqs.
+	PtRegsLockdepHardirqsOff = 320
+	// PtRegsExitRCUOff is the offset of exit_rcu.
+	PtRegsExitRCUOff = 328
+)
+
+// Meta record types (FRAME_META_TYPE_*).
+const (
+	// MetaNone is reserved; a meta record of this type is corruption.
+	MetaNone = 0
+	// MetaFinal marks the last record of a task's stack, embedded in the
+	// task's own pt_regs at the top of its stack.
+	MetaFinal = 1
+	// MetaPtRegs marks a record embedded in a pt_regs pushed at an
+	// exception boundary.
+	MetaPtRegs = 2
+)
+
+// Default stack sizes in bytes (THREAD_SIZE, IRQ_STACK_SIZE,
+// OVERFLOW_STACK_SIZE, SDEI_STACK_SIZE with 4 KiB pages).
+const (
+	// TaskStackSize is THREAD_SIZE without KASAN.
+	TaskStackSize = 16 << 10
+	// TaskStackSizeKASAN is THREAD_SIZE with KASAN (KASAN_THREAD_SHIFT 1).
+	TaskStackSizeKASAN = 32 << 10
+	// IRQStackSize is IRQ_STACK_SIZE, which equals THREAD_SIZE (use
+	// TaskStackSizeKASAN for a KASAN kernel).
+	IRQStackSize = TaskStackSize
+	// SDEIStackSize is SDEI_STACK_SIZE, which equals IRQ_STACK_SIZE.
+	SDEIStackSize = IRQStackSize
+	// OverflowStackSize is OVERFLOW_STACK_SIZE.
+	OverflowStackSize = 4 << 10
+)
+
+// Layout of a return stack (function-graph ret_stack or kretprobe
+// instances) in modelled memory at address A: the word at A is the entry
+// count n; entry i (0 = oldest, n-1 = newest) is {ret, fp} at
+// A+RetStackEntriesOff+RetStackEntrySize*i.
+const (
+	// RetStackEntriesOff is the offset of entry 0 from the return stack's
+	// address.
+	RetStackEntriesOff = 8
+	// RetStackEntrySize is the size of one {ret, fp} entry.
+	RetStackEntrySize = 16
+)
+
+// TaskPtRegsAddr returns task_pt_regs for a task stack whose exclusive top
+// is high: the pt_regs that hold the FINAL meta record.
+func TaskPtRegsAddr(high uint64) uint64 { return high - PtRegsSize }
+
+// ErrCorrupt is errs.ErrCorrupt: every corruption error from this package
+// wraps it in a *CorruptError naming the rule and the address.
+var ErrCorrupt = errs.ErrCorrupt
+
+// CorruptError is errs.CorruptError.
+type CorruptError = errs.CorruptError
+
+// ErrUnreliable is returned (wrapped, with the address) by a reliable walk
+// that meets something a reliable trace may not contain: an exception
+// boundary, an unrecovered return trampoline, or an end other than FINAL.
+// It is not corruption: the same stack walks fine without Config.Reliable.
+var ErrUnreliable = errors.New("fp: unreliable stack trace")
+
+func unreliable(addr uint64, format string, args ...any) error {
+	return fmt.Errorf("%w: %s at %#x", ErrUnreliable, fmt.Sprintf(format, args...), addr)
+}
+
+// StackKind is the kind of a stack (enum stack_type).
+type StackKind uint8
+
+// Stack kinds. The zero value, Unknown, is the kind of a frame whose stack
+// is not known (a start fp outside every stack).
+const (
+	Unknown StackKind = iota
+	Task
+	IRQ
+	Overflow
+	SDEINormal
+	SDEICritical
+	// Extra is any other stack the caller supplies: a signal alternate
+	// stack, an EFI runtime stack, a snapshot region.
+	Extra
+)
+
+var stackKindNames = [...]string{"unknown", "task", "irq", "overflow", "sdei-normal", "sdei-critical", "extra"}
+
+// String returns the kind's lowercase name, e.g. "irq".
+func (k StackKind) String() string {
+	if int(k) < len(stackKindNames) {
+		return stackKindNames[k]
+	}
+	return fmt.Sprintf("StackKind(%d)", uint8(k))
+}
+
+// Stack is one stack [Low, High) that the walk may read (struct
+// stack_info). A Stack with Low == 0 is inaccessible and ignored, as the
+// kernel's stackinfo_get_unknown() is, so a driver can pass a zero Stack
+// for a per-CPU stack it may not touch.
+type Stack struct {
+	Kind StackKind
+	Low  uint64 // lowest address, 8-byte aligned
+	High uint64 // exclusive top, 8-byte aligned
+	Name string // for error messages, e.g. "cpu0 irq"
+}
+
+// Source says where a frame's PC came from (enum kunwind_source).
+type Source uint8
+
+// Frame sources.
+const (
+	// SourceUnknown is not a valid source; a Config with it starts as
+	// SourceCaller.
+	SourceUnknown Source = iota
+	// SourceFrame: the lr of a frame record.
+	SourceFrame
+	// SourceCaller: the start PC of an unwind of the current task (its
+	// caller's return address, __builtin_return_address(0)).
+	SourceCaller
+	// SourceTask: the saved PC of a blocked task (thread_saved_pc).
+	SourceTask
+	// SourceRegsPC: the pc of a pt_regs at an exception boundary.
+	SourceRegsPC
+)
+
+var sourceNames = [...]string{"unknown", "frame", "caller", "task", "regs-pc"}
+
+// String returns the source's lowercase name, e.g. "regs-pc".
+func (s Source) String() string {
+	if int(s) < len(sourceNames) {
+		return sourceNames[s]
+	}
+	return fmt.Sprintf("Source(%d)", uint8(s))
+}
+
+// Flags records how a frame's PC was recovered (union unwind_flags).
+type Flags uint8
+
+const (
+	// FlagGraph: the PC was the function-graph return trampoline and was
+	// replaced from the graph return stack.
+	FlagGraph Flags = 1 << iota
+	// FlagKretprobe: the PC was the kretprobe trampoline and was replaced
+	// from the kretprobe instances.
+	FlagKretprobe
+)
+
+// Frame is one unwound frame.
+type Frame struct {
+	PC     uint64    // return address after PAC strip and trampoline recovery
+	Raw    uint64    // the value as read (record lr, regs pc or start PC), before strip and recovery
+	FP     uint64    // the frame pointer after this step: where the next record is expected
+	Source Source    // where PC came from
+	Stack  StackKind // stack holding the object PC was read from (for the first frame: the stack holding the start FP)
+	Flags  Flags     // trampoline recoveries applied to PC
+}
+
+// End says how a walk ended.
+type End uint8
+
+const (
+	// EndNone: the walk has not ended yet.
+	EndNone End = iota
+	// EndFinal: the walk reached the FINAL meta record in the task's
+	// pt_regs: the trace is complete.
+	EndFinal
+	// EndZeroFP: with Config.ZeroFPEnds, a frame pointer of 0 ended a
+	// user-space chain: the trace is complete.
+	EndZeroFP
+	// EndStopped: the consumer stopped the walk (callback returned false,
+	// iteration broke off, or the store was full and more frames follow).
+	EndStopped
+	// EndError: the walk failed; the error says why and where.
+	EndError
+)
+
+var endNames = [...]string{"none", "final", "zero-fp", "stopped", "error"}
+
+// String returns the end's lowercase name, e.g. "final".
+func (e End) String() string {
+	if int(e) < len(endNames) {
+		return endNames[e]
+	}
+	return fmt.Sprintf("End(%d)", uint8(e))
+}
+
+// Complete reports whether the walk reached the outermost frame
+// (EndFinal or EndZeroFP).
+func (e End) Complete() bool { return e == EndFinal || e == EndZeroFP }

@@ -1,0 +1,133 @@
+package fp
+
+import (
+	"iter"
+	"sync/atomic"
+)
+
+// Walk unwinds c and calls fn for each frame, innermost first, until fn
+// returns false (EndStopped), the walk reaches its end (EndFinal,
+// EndZeroFP), or it fails (EndError with the error). Frames reported
+// before a failure stay reported: a failed walk has given the frames it
+// had.
+func Walk(c *Config, fn func(Frame) bool) (End, error) {
+	var u Unwinder
+	u.Init(c)
+	for u.Next() {
+		if !fn(u.Frame()) {
+			u.Stop()
+			break
+		}
+	}
+	return u.End(), u.Err()
+}
+
+// Frames returns an iterator over the frames of c, innermost first. Each
+// frame comes with a nil error; a walk that fails ends with one last pair
+// (Frame{}, err). A complete walk and one the consumer breaks off yield no
+// error; use Walk or Unwinder to tell EndFinal from EndZeroFP.
+func Frames(c *Config) iter.Seq2[Frame, error] {
+	return func(yield func(Frame, error) bool) {
+		var u Unwinder
+		u.Init(c)
+		for u.Next() {
+			if !yield(u.Frame(), nil) {
+				return
+			}
+		}
+		if err := u.Err(); err != nil {
+			yield(Frame{}, err)
+		}
+	}
+}
+
+// Save copies the return addresses of c into store, innermost first, after
+// removing exactly skip frames from the innermost end
+// (stack_trace_save(store, len(store), skip)). It returns the number of
+// addresses stored. A full store is not an error: the count is then
+// len(store). A failed walk returns the addresses it had and the error.
+func Save(c *Config, store []uint64, skip int) (int, error) {
+	n, _, err := SaveEnd(c, store, skip)
+	return n, err
+}
+
+// SaveEnd is Save that also says how the walk ended. When the store fills
+// up, SaveEnd takes one more step: EndFinal (or EndZeroFP) if the trace
+// was complete and fitted exactly, EndStopped if more frames follow or that
+// step fails (a full store is never an error).
+func SaveEnd(c *Config, store []uint64, skip int) (n int, end End, err error) {
+	var u Unwinder // zero: init need not clear it again
+	if c == nil {
+		u.Init(c)
+	} else {
+		u.init(c)
+	}
+	if u.end != EndNone {
+		return 0, u.end, u.err
+	}
+	st := u.first()
+	if st != stepOK {
+		u.finish(st)
+		return 0, u.end, u.err
+	}
+	// The PAC masks of both halves, so the loop strips with two
+	// instructions instead of copying the Layout for each Strip call. This
+	// is exactly Layout.Strip (XPACI): the field takes copies of bit 55.
+	// FuzzWalk checks Save (this path) against Walk (Layout.Strip).
+	masks := [2]uint64{u.layout.PACMask(false), u.layout.PACMask(true)}
+	gt, kt := c.GraphTrampoline, c.KretprobeTrampoline
+	// The loop keeps the walk state in locals and writes it back to u
+	// only around the general step.
+	fp, pc := u.fp, u.pc
+	cur := &u.cur
+	low, high, base, words := cur.low, cur.high, cur.base, cur.words
+	for {
+		// Emit the current frame, after exactly skip frames.
+		if skip > 0 {
+			skip--
+		} else {
+			if n == len(store) {
+				return n, EndStopped, nil // a frame that does not fit
+			}
+			store[n] = pc
+			n++
+		}
+		// Fast path: the next object is an ordinary frame record on the
+		// current stack whose lr is no trampoline. It enforces the same
+		// rules as nextFrameRecord:
+		//   - fp is 8-byte aligned;
+		//   - the 16-byte record lies inside the current stack, at or
+		//     above its low bound (overflow-safe: low != 0 means the
+		//     stack is accessible, so high > low >= 8, high-16 does not
+		//     wrap, and fp <= high-16 keeps fp+16 from wrapping);
+		//   - consuming it moves the low bound past it.
+		// Anything else (a new stack, a meta record, a trampoline, an
+		// error) takes the general step, u.next.
+		if fp&7 == 0 && low != 0 && fp >= low && fp <= high-FrameRecordSize {
+			i := (fp - base) / 8
+			w := words[i : i+2 : i+2]
+			newFP, raw := atomic.LoadUint64(&w[0]), atomic.LoadUint64(&w[1])
+			b := raw >> 55 & 1
+			m := masks[b]
+			spc := raw&^m | m&-b
+			if (newFP != 0 || raw != 0) && (spc != gt || gt == 0) && (spc != kt || kt == 0) {
+				low = fp + FrameRecordSize
+				fp, pc = newFP, spc
+				continue
+			}
+		}
+		cur.low, u.fp, u.pc = low, fp, pc
+		if st = u.next(); st != stepOK {
+			break
+		}
+		fp, pc = u.fp, u.pc
+		low, high, base, words = cur.low, cur.high, cur.base, cur.words
+	}
+	if st == stepFail && n == len(store) && n > 0 {
+		// The step after the last stored frame failed: the store is
+		// full, so that is not the caller's error.
+		return n, EndStopped, nil
+	}
+	u.finish(st)
+	return n, u.end, u.err
+}
