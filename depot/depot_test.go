@@ -1,0 +1,753 @@
+package depot
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// kernelText is a plausible arm64 kernel text base for generated frames.
+const kernelText = 0xffff800080010000
+
+// genTraces returns n distinct traces of depth frames, deterministic in
+// seed. Outer frames are shared between traces, as real call stacks share
+// their roots; the innermost frames make each trace unique.
+func genTraces(n, depth int, seed uint64) [][]uint64 {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	roots := make([]uint64, depth)
+	for i := range roots {
+		roots[i] = kernelText + uint64(r.IntN(1<<24))&^3
+	}
+	seen := map[string]bool{}
+	out := make([][]uint64, 0, n)
+	for len(out) < n {
+		t := slices.Clone(roots)
+		k := 1 + r.IntN(depth) // frames that differ from the shared root
+		for i := range k {
+			t[i] = kernelText + uint64(r.IntN(1<<24))&^3
+		}
+		key := string(u64bytes(t))
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		out = append(out, t)
+	}
+	return out
+}
+
+func u64bytes(t []uint64) []byte {
+	b := make([]byte, 0, 8*len(t))
+	for _, v := range t {
+		for i := range 8 {
+			b = append(b, byte(v>>(8*i)))
+		}
+	}
+	return b
+}
+
+func mustNew(t testing.TB, cfg Config) *Depot {
+	t.Helper()
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New(%+v): %v", cfg, err)
+	}
+	return d
+}
+
+func mustFetch(t testing.TB, d *Depot, h Handle) []uint64 {
+	t.Helper()
+	got, err := d.Fetch(h, nil)
+	if err != nil {
+		t.Fatalf("Fetch(%v): %v", h, err)
+	}
+	return got
+}
+
+func TestNewConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"zero", Config{}, true},
+		{"max frames limit", Config{MaxFrames: MaxFramesLimit}, true},
+		{"too many frames", Config{MaxFrames: MaxFramesLimit + 1}, false},
+		{"negative frames", Config{MaxFrames: -1}, false},
+		{"max pools limit", Config{MaxPools: MaxPoolsLimit}, true},
+		{"too many pools", Config{MaxPools: MaxPoolsLimit + 1}, false},
+		{"negative pools", Config{MaxPools: -1}, false},
+		{"one bucket", Config{Buckets: 1}, true},
+		{"buckets not power of two", Config{Buckets: 3}, false},
+		{"negative buckets", Config{Buckets: -4}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := New(tc.cfg)
+			if (err == nil) != tc.ok {
+				t.Fatalf("New(%+v) error = %v, want ok=%v", tc.cfg, err, tc.ok)
+			}
+			if d != nil && d.maxFrames == 0 {
+				t.Fatal("MaxFrames default not applied")
+			}
+		})
+	}
+}
+
+func TestDedup(t *testing.T) {
+	tests := []struct {
+		name   string
+		cfg    Config
+		a, b   []uint64
+		same   bool
+		stored []uint64 // what Fetch(a's handle) returns
+	}{
+		{"identical", Config{}, []uint64{1, 2, 3}, []uint64{1, 2, 3}, true, []uint64{1, 2, 3}},
+		{"one frame differs", Config{}, []uint64{1, 2, 3}, []uint64{1, 2, 4}, false, []uint64{1, 2, 3}},
+		{"prefix", Config{}, []uint64{1, 2, 3}, []uint64{1, 2}, false, []uint64{1, 2, 3}},
+		{"longer", Config{}, []uint64{1, 2}, []uint64{1, 2, 0}, false, []uint64{1, 2}},
+		{"zero frames differ in count", Config{}, []uint64{0}, []uint64{0, 0}, false, []uint64{0}},
+		{"reordered", Config{}, []uint64{1, 2}, []uint64{2, 1}, false, []uint64{1, 2}},
+		{"truncated to MaxFrames", Config{MaxFrames: 2}, []uint64{1, 2, 3}, []uint64{1, 2, 4}, true, []uint64{1, 2}},
+		{"filter cuts after entry", Config{Filter: EntryText([]uint64{100}, []uint64{200})},
+			[]uint64{1, 150, 3, 4}, []uint64{1, 150, 9}, true, []uint64{1, 150}},
+		{"filter no entry frame", Config{Filter: EntryText([]uint64{100}, []uint64{200})},
+			[]uint64{1, 2, 3}, []uint64{1, 2, 4}, false, []uint64{1, 2, 3}},
+		{"filter entry frame innermost", Config{Filter: EntryText([]uint64{100, 500}, []uint64{200, 600})},
+			[]uint64{500, 2}, []uint64{500, 3}, true, []uint64{500}},
+		{"max frame values", Config{}, []uint64{^uint64(0), 1 << 63}, []uint64{^uint64(0), 1 << 63}, true, []uint64{^uint64(0), 1 << 63}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := mustNew(t, tc.cfg)
+			ha, err := d.Save(tc.a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hb, err := d.Save(tc.b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ha == 0 || hb == 0 {
+				t.Fatalf("zero handle: %v %v", ha, hb)
+			}
+			if (ha == hb) != tc.same {
+				t.Fatalf("handles %v and %v: same=%v, want %v", ha, hb, ha == hb, tc.same)
+			}
+			if got := mustFetch(t, d, ha); !slices.Equal(got, tc.stored) {
+				t.Fatalf("Fetch = %v, want %v", got, tc.stored)
+			}
+			st := d.Stats()
+			wantMiss := uint64(2)
+			if tc.same {
+				wantMiss = 1
+			}
+			if st.Misses != wantMiss || st.Hits != 2-wantMiss || st.InUse != int(wantMiss) || st.Persistent != int(wantMiss) {
+				t.Fatalf("stats %+v, want %d misses", st, wantMiss)
+			}
+		})
+	}
+}
+
+func TestUintptrAndUint64Agree(t *testing.T) {
+	d := mustNew(t, Config{})
+	h1, err := d.Save([]uint64{0x1000, 0x2000, 0x3000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := d.SavePCs([]uintptr{0x1000, 0x2000, 0x3000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h1 != h2 {
+		t.Fatalf("uint64 handle %v, uintptr handle %v", h1, h2)
+	}
+	pcs, err := d.FetchPCs(h1, []uintptr{7})
+	if err != nil || !slices.Equal(pcs, []uintptr{7, 0x1000, 0x2000, 0x3000}) {
+		t.Fatalf("FetchPCs = %v, %v", pcs, err)
+	}
+}
+
+func TestEmptyTrace(t *testing.T) {
+	d := mustNew(t, Config{})
+	for _, tr := range [][]uint64{nil, {}} {
+		if h, err := d.Save(tr); h != 0 || !errors.Is(err, ErrEmpty) {
+			t.Fatalf("Save(%v) = %v, %v; want 0, ErrEmpty", tr, h, err)
+		}
+	}
+}
+
+func TestHandleLayout(t *testing.T) {
+	d := mustNew(t, Config{})
+	// 3 frames → 5 words → 6 words (3 slots) per record.
+	var hs []Handle
+	for i := range 3 {
+		h, err := d.Save([]uint64{uint64(i), 1, 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, h)
+	}
+	for i, h := range hs {
+		if idx := h & indexMask; idx != 1 {
+			t.Errorf("handle %d pool field %d, want 1 (index 0 + 1)", i, idx)
+		}
+		if off := h >> offsetShift & offsetMask; off != Handle(3*i) {
+			t.Errorf("handle %d offset field %d, want %d", i, off, 3*i)
+		}
+		if gen := h >> genShift; gen != 0 {
+			t.Errorf("handle %d generation %d, want 0", i, gen)
+		}
+	}
+	if got, want := hs[1].String(), "pool 0 offset 0x30 gen 0"; got != want {
+		t.Errorf("String = %q, want %q", got, want)
+	}
+}
+
+func TestBadHandles(t *testing.T) {
+	d := mustNew(t, Config{MaxPools: 4})
+	h, err := d.Save([]uint64{1, 2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr, err := d.SaveFlags([]uint64{4, 5, 6}, FlagGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Put(hr); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		h      Handle
+		reason string
+	}{
+		{"zero", 0, "zero handle"},
+		{"pool not allocated", h&^indexMask | 2, "no such pool"},
+		{"pool beyond limit", h&^indexMask | 100, "no such pool"},
+		{"pool field max", h | indexMask, "no such pool"},
+		{"middle of record", h + 1<<offsetShift, "not the start of a record"},
+		{"past the records", h&^(offsetMask<<offsetShift) | 4000<<offsetShift, "not the start of a record"},
+		{"wrong generation", h ^ 1<<genShift, "stale generation"},
+		{"evicted", hr, "stale generation"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := []uint64{42}
+			got, err := d.Fetch(tc.h, dst)
+			var he *HandleError
+			if !errors.Is(err, ErrBadHandle) || !errors.As(err, &he) || he.Reason != tc.reason || he.Handle != tc.h {
+				t.Fatalf("Fetch(%v) error %v, want reason %q", tc.h, err, tc.reason)
+			}
+			if !slices.Equal(got, []uint64{42}) {
+				t.Fatalf("Fetch changed dst to %v", got)
+			}
+			if err := d.Get(tc.h); !errors.Is(err, ErrBadHandle) {
+				t.Fatalf("Get: %v", err)
+			}
+			if err := d.Put(tc.h); !errors.Is(err, ErrBadHandle) {
+				t.Fatalf("Put: %v", err)
+			}
+			if _, err := d.Len(tc.h); !errors.Is(err, ErrBadHandle) {
+				t.Fatalf("Len: %v", err)
+			}
+		})
+	}
+	if n, err := d.Len(h); n != 3 || err != nil {
+		t.Fatalf("Len(valid) = %d, %v", n, err)
+	}
+}
+
+func TestRefcountEvictReuse(t *testing.T) {
+	tr := []uint64{10, 20, 30, 40}
+	other := []uint64{11, 21, 31, 41} // same size class
+	d := mustNew(t, Config{})
+
+	h1, _ := d.SaveFlags(tr, FlagGet)
+	h2, _ := d.SaveFlags(tr, FlagGet)
+	if h1 != h2 {
+		t.Fatalf("FlagGet saves of one trace gave %v and %v", h1, h2)
+	}
+	if err := d.Get(h1); err != nil { // three references now
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := d.Put(h1); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustFetch(t, d, h1); !slices.Equal(got, tr) {
+			t.Fatalf("after %d puts: %v", i+1, got)
+		}
+	}
+	st := d.Stats()
+	if st.Refcounted != 1 || st.Free != 0 {
+		t.Fatalf("before last put: %+v", st)
+	}
+	if err := d.Put(h1); err != nil {
+		t.Fatal(err)
+	}
+	st = d.Stats()
+	if st.Refcounted != 0 || st.InUse != 0 || st.Free != 1 || st.Evictions != 1 || st.UsedBytes != 0 || st.FreeBytes != 48 {
+		t.Fatalf("after last put: %+v", st)
+	}
+	if _, err := d.Fetch(h1, nil); !errors.Is(err, ErrBadHandle) {
+		t.Fatalf("Fetch of evicted handle: %v", err)
+	}
+
+	// The freed slot is reused by the next record of its size class, with
+	// the next generation.
+	h3, err := d.SaveFlags(other, FlagGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uint32(h3)&locMask != uint32(h1)&locMask || h3>>genShift != h1>>genShift+1 {
+		t.Fatalf("reuse: old %v new %v", h1, h3)
+	}
+	if _, err := d.Fetch(h1, nil); !errors.Is(err, ErrBadHandle) {
+		t.Fatalf("stale handle after reuse: %v", err)
+	}
+	if got := mustFetch(t, d, h3); !slices.Equal(got, other) {
+		t.Fatalf("reused record holds %v", got)
+	}
+	st = d.Stats()
+	if st.Free != 0 || st.Refcounted != 1 || st.Pools != 1 {
+		t.Fatalf("after reuse: %+v", st)
+	}
+
+	// Saving the old trace again gives a new record, not the stale handle.
+	h4, _ := d.SaveFlags(tr, FlagGet)
+	if h4 == h1 || h4 == h3 {
+		t.Fatalf("resaved trace got %v (old %v, other %v)", h4, h1, h3)
+	}
+}
+
+func TestGenerationWraps(t *testing.T) {
+	d := mustNew(t, Config{})
+	tr := []uint64{1, 2}
+	first, _ := d.SaveFlags(tr, FlagGet)
+	h := first
+	for i := 1; i <= 1<<genBits; i++ {
+		if err := d.Put(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Fetch(first, nil); !errors.Is(err, ErrBadHandle) && i < 1<<genBits {
+			t.Fatalf("cycle %d: first handle not stale", i)
+		}
+		h, _ = d.SaveFlags(tr, FlagGet)
+		if want := Handle(i % (1 << genBits)); h>>genShift != want {
+			t.Fatalf("cycle %d: generation %d, want %d", i, h>>genShift, want)
+		}
+	}
+	if h != first {
+		t.Fatalf("after %d reuses the generation should wrap to the first handle", 1<<genBits)
+	}
+}
+
+func TestPersistentAndPromotion(t *testing.T) {
+	d := mustNew(t, Config{})
+	hp, _ := d.Save([]uint64{1})
+	if err := d.Put(hp); err != nil { // no-op on persistent
+		t.Fatal(err)
+	}
+	if err := d.Get(hp); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := d.SaveFlags([]uint64{1}, FlagGet); h != hp {
+		t.Fatal("FlagGet save of a persistent trace changed handle")
+	}
+	for range 3 {
+		_ = d.Put(hp)
+	}
+	mustFetch(t, d, hp)
+
+	hr, _ := d.SaveFlags([]uint64{2}, FlagGet)
+	if h, _ := d.Save([]uint64{2}); h != hr {
+		t.Fatal("plain Save of a refcounted trace changed handle")
+	}
+	st := d.Stats()
+	if st.Persistent != 2 || st.Refcounted != 0 {
+		t.Fatalf("promotion: %+v", st)
+	}
+	_ = d.Put(hr)
+	mustFetch(t, d, hr) // promoted: never evicted
+}
+
+func TestLimits(t *testing.T) {
+	perPool := PoolSize / (8 * recordWords(32))
+	traces := genTraces(3*perPool, 32, 7)
+	d := mustNew(t, Config{MaxPools: 2})
+	var hs []Handle
+	var err error
+	for _, tr := range traces {
+		var h Handle
+		h, err = d.Save(tr)
+		if err != nil {
+			break
+		}
+		hs = append(hs, h)
+	}
+	if !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("filling 2 pools: err %v after %d traces", err, len(hs))
+	}
+	if len(hs) != 2*perPool {
+		t.Fatalf("stored %d traces in 2 pools, want %d", len(hs), 2*perPool)
+	}
+	st := d.Stats()
+	if st.Pools != 2 || st.NoSpace != 1 || st.InUse != len(hs) || st.Misses != uint64(len(hs)) {
+		t.Fatalf("stats at limit: %+v", st)
+	}
+	// Consistent after the failure: everything fetches, hits still hit.
+	for i, h := range hs {
+		if got := mustFetch(t, d, h); !slices.Equal(got, traces[i]) {
+			t.Fatalf("trace %d corrupted after limit", i)
+		}
+		if h2, err := d.Save(traces[i]); h2 != h || err != nil {
+			t.Fatalf("hit after limit: %v %v", h2, err)
+		}
+	}
+
+	// FlagNoAlloc: uses the rest of the current pool, never a new one.
+	d = mustNew(t, Config{})
+	if _, err := d.SaveFlags([]uint64{1}, FlagNoAlloc); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("FlagNoAlloc on an empty depot: %v", err)
+	}
+	if _, err := d.Save([]uint64{1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.SaveFlags([]uint64{2}, FlagNoAlloc); err != nil {
+		t.Fatalf("FlagNoAlloc with room in the pool: %v", err)
+	}
+	// A freed record can be reused under FlagNoAlloc once pools are full.
+	d = mustNew(t, Config{MaxPools: 1})
+	hr, _ := d.SaveFlags([]uint64{9, 9, 9}, FlagGet)
+	for i := uint64(0); ; i++ {
+		if _, err := d.Save([]uint64{i, i, i, i, i}); err != nil {
+			break
+		}
+	}
+	if _, err := d.SaveFlags([]uint64{8, 8, 8}, FlagNoAlloc); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("full depot accepted a trace: %v", err)
+	}
+	_ = d.Put(hr)
+	if _, err := d.SaveFlags([]uint64{8, 8, 8}, FlagNoAlloc); err != nil {
+		t.Fatalf("freed record not reused: %v", err)
+	}
+}
+
+func TestBytesPerTrace(t *testing.T) {
+	traces := genTraces(4096, 32, 1)
+	d := mustNew(t, Config{MaxPools: 32})
+	for _, tr := range traces {
+		if _, err := d.Save(tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := d.Stats()
+	per := float64(st.UsedBytes+st.TableBytes) / float64(st.InUse)
+	if limit := 8.0*32 + 32; per > limit {
+		t.Fatalf("%.1f bytes per 32-frame trace (used %d, table %d), limit %.0f", per, st.UsedBytes, st.TableBytes, limit)
+	}
+}
+
+func TestFetchNoAlloc(t *testing.T) {
+	d := mustNew(t, Config{})
+	h, _ := d.Save(genTraces(1, 32, 3)[0])
+	buf := make([]uint64, 0, 64)
+	allocs := testing.AllocsPerRun(100, func() {
+		var err error
+		if buf, err = d.Fetch(h, buf[:0]); err != nil {
+			panic(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("Fetch allocates %.1f times per call", allocs)
+	}
+	tr := genTraces(1, 32, 3)[0]
+	allocs = testing.AllocsPerRun(100, func() {
+		if _, err := d.Save(tr); err != nil {
+			panic(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("Save hit allocates %.1f times per call", allocs)
+	}
+}
+
+// TestHashCollisions forces every trace into one bucket and checks that
+// full comparison still keeps them apart.
+func TestHashCollisions(t *testing.T) {
+	d := mustNew(t, Config{Buckets: 1})
+	traces := genTraces(300, 5, 9)
+	hs := map[Handle]int{}
+	for i, tr := range traces {
+		h, err := d.SaveFlags(tr, FlagGet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j, dup := hs[h]; dup {
+			t.Fatalf("traces %d and %d share handle %v", j, i, h)
+		}
+		hs[h] = i
+	}
+	// Evict every other one: unlinking from the middle of the chain.
+	for h, i := range hs {
+		if i%2 == 0 {
+			if err := d.Put(h); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for h, i := range hs {
+		got, err := d.Fetch(h, nil)
+		if i%2 == 0 {
+			if err == nil {
+				t.Fatalf("evicted trace %d still fetches", i)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, traces[i]) {
+			t.Fatalf("trace %d: %v %v", i, got, err)
+		}
+		if h2, _ := d.SaveFlags(traces[i], FlagGet); h2 != h {
+			t.Fatalf("trace %d: resave gave %v, want %v", i, h2, h)
+		}
+	}
+}
+
+// TestConcurrent runs savers, fetchers and putters over overlapping sets of
+// traces. Run it with -race.
+func TestConcurrent(t *testing.T) {
+	traces := genTraces(256, 16, 11)
+	d := mustNew(t, Config{Buckets: 64})
+	persistent := traces[:64] // saved plainly by everyone
+	shared := traces[64:]     // saved with FlagGet and Put back
+	var wg sync.WaitGroup
+	errc := make(chan error, 64)
+	fail := func(format string, args ...any) {
+		select {
+		case errc <- fmt.Errorf(format, args...):
+		default:
+		}
+	}
+	for g := range 8 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			var buf []uint64
+			held := map[Handle][]uint64{}
+			for range 3000 {
+				switch r.IntN(4) {
+				case 0:
+					tr := persistent[r.IntN(len(persistent))]
+					h, err := d.Save(tr)
+					if err != nil {
+						fail("Save: %v", err)
+						return
+					}
+					if buf, err = d.Fetch(h, buf[:0]); err != nil || !slices.Equal(buf, tr) {
+						fail("persistent %v fetched %v, %v", h, buf, err)
+						return
+					}
+				case 1, 2:
+					tr := shared[r.IntN(len(shared))]
+					h, err := d.SaveFlags(tr, FlagGet)
+					if err != nil {
+						fail("SaveFlags: %v", err)
+						return
+					}
+					if prev, ok := held[h]; ok && !slices.Equal(prev, tr) {
+						fail("handle %v names two traces", h)
+						return
+					}
+					if _, ok := held[h]; ok {
+						_ = d.Put(h) // keep one reference per handle
+					}
+					held[h] = tr
+				case 3:
+					for h, tr := range held {
+						var err error
+						if buf, err = d.Fetch(h, buf[:0]); err != nil || !slices.Equal(buf, tr) {
+							fail("held %v fetched %v, %v; want %v", h, buf, err, tr)
+							return
+						}
+						if err := d.Put(h); err != nil {
+							fail("Put: %v", err)
+							return
+						}
+						delete(held, h)
+						break
+					}
+				}
+			}
+			for h := range held {
+				if err := d.Put(h); err != nil {
+					fail("final Put: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	st := d.Stats()
+	if st.Refcounted != 0 || st.Persistent != len(persistent) {
+		t.Fatalf("after all puts: %+v", st)
+	}
+	for _, tr := range persistent {
+		h, _ := d.Save(tr)
+		if got := mustFetch(t, d, h); !slices.Equal(got, tr) {
+			t.Fatal("persistent trace lost")
+		}
+	}
+}
+
+// TestConcurrentEvictFetch has writers evict and reuse records of one size
+// class as fast as they can while readers fetch and save-hit the same
+// handles: a reader must get either an error or exactly one whole trace of
+// the set, never a mix of two. Run it with -race.
+func TestConcurrentEvictFetch(t *testing.T) {
+	// 64 frames each, all different: one size class, and any mix of two
+	// traces is not a trace of the set.
+	r0 := rand.New(rand.NewPCG(13, 13))
+	traces := make([][]uint64, 16)
+	for i := range traces {
+		traces[i] = make([]uint64, 64)
+		for j := range traces[i] {
+			traces[i][j] = r0.Uint64()
+		}
+	}
+	known := map[string]bool{}
+	for _, tr := range traces {
+		known[string(u64bytes(tr))] = true
+	}
+	d := mustNew(t, Config{Buckets: 4})
+	var handles [16]atomic.Uint32
+	var wg, readers sync.WaitGroup
+	var bad atomic.Value
+	stop := make(chan struct{})
+	for w := range 2 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(w), 2))
+			for range 20000 {
+				i := r.IntN(len(traces))
+				h, err := d.SaveFlags(traces[i], FlagGet)
+				if err != nil {
+					bad.Store(err.Error())
+					return
+				}
+				handles[i].Store(uint32(h))
+				_ = d.Put(h)
+			}
+		})
+	}
+	for g := range 3 {
+		readers.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 3))
+			buf := make([]uint64, 0, 64)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				h := Handle(handles[r.IntN(len(handles))].Load())
+				got, err := d.Fetch(h, buf[:0])
+				if err == nil && !known[string(u64bytes(got))] {
+					bad.Store(fmt.Sprintf("Fetch(%v) returned a mixed trace %#x", h, got))
+					return
+				}
+				// A lock-free hit must name the trace it was given.
+				tr := traces[r.IntN(len(traces))]
+				if h, err := d.SaveFlags(tr, FlagGet); err == nil {
+					if got, err := d.Fetch(h, buf[:0]); err != nil || !slices.Equal(got, tr) {
+						bad.Store(fmt.Sprintf("held %v fetched %#x, %v; want %#x", h, got, err, tr))
+						return
+					}
+					_ = d.Put(h)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	readers.Wait()
+	if msg := bad.Load(); msg != nil {
+		t.Fatal(msg)
+	}
+	st := d.Stats()
+	if st.Refcounted != 0 || st.InUse != 0 || st.Evictions < 1000 {
+		t.Fatalf("after all puts: %+v", st)
+	}
+}
+
+// TestSequenceCheck evicts and reuses a record inside a reader's window
+// (between reading the frames and re-checking the state): Fetch must report
+// the handle stale and a Save must not return the reused slot for the old
+// trace.
+func TestSequenceCheck(t *testing.T) {
+	oldTr := []uint64{1, 2, 3, 4}
+	newTr := []uint64{5, 6, 7, 8}
+	d := mustNew(t, Config{})
+	h, _ := d.SaveFlags(oldTr, FlagGet)
+	var reused Handle
+	testHookAfterRead = func() {
+		testHookAfterRead = nil // the hook's own Save must not recurse
+		if err := d.Put(h); err != nil {
+			t.Error(err)
+		}
+		reused, _ = d.SaveFlags(newTr, FlagGet)
+	}
+	got, err := d.Fetch(h, nil)
+	if !errors.Is(err, ErrBadHandle) || len(got) != 0 {
+		t.Fatalf("Fetch across eviction = %v, %v; want stale", got, err)
+	}
+	if uint32(reused)&locMask != uint32(h)&locMask {
+		t.Fatalf("slot not reused: %v then %v", h, reused)
+	}
+
+	// The same inside a lock-free Save hit of oldTr: the hit must be
+	// refused, and the slow path stores oldTr afresh.
+	d = mustNew(t, Config{})
+	h, _ = d.SaveFlags(oldTr, FlagGet)
+	testHookAfterRead = func() {
+		testHookAfterRead = nil
+		_ = d.Put(h)
+		reused, _ = d.SaveFlags(newTr, FlagGet)
+	}
+	h2, err := d.SaveFlags(oldTr, FlagGet)
+	testHookAfterRead = nil
+	if err != nil || h2 == h || h2 == reused {
+		t.Fatalf("Save across eviction = %v, %v (old %v, reused %v)", h2, err, h, reused)
+	}
+	if got := mustFetch(t, d, h2); !slices.Equal(got, oldTr) {
+		t.Fatalf("Save across eviction stored %v", got)
+	}
+	if got := mustFetch(t, d, reused); !slices.Equal(got, newTr) {
+		t.Fatalf("reused slot holds %v", got)
+	}
+}
+
+func TestHitCount(t *testing.T) {
+	for _, tc := range []struct {
+		cfg      Config
+		wantHits uint64
+	}{
+		{Config{}, 3},
+		{Config{NoHitCount: true}, 0},
+	} {
+		d := mustNew(t, tc.cfg)
+		for range 4 {
+			if _, err := d.Save([]uint64{1, 2}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st := d.Stats(); st.Hits != tc.wantHits || st.Misses != 1 {
+			t.Errorf("%+v: hits %d misses %d, want %d and 1", tc.cfg, st.Hits, st.Misses, tc.wantHits)
+		}
+	}
+}

@@ -1,0 +1,6 @@
+//go:build !race
+
+package depot
+
+// raceEnabled selects the atomic frame comparison under the race detector.
+const raceEnabled = false
