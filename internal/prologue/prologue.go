@@ -1,0 +1,424 @@
+// Package prologue scans the functions of an arm64 ELF file for the code
+// patterns the unwinders rely on: the shadow-call-stack push and pop that
+// clang and GCC emit for -fsanitize=shadow-call-stack
+// (str x30, [x18], #8 / ldr x30, [x18, #-8]!), return-address signing and
+// authentication for -mbranch-protection=pac-ret (paciasp/pacibsp and
+// autiasp/autibsp, which golang.org/x/arch/arm64/arm64asm shows as HINT #25,
+// #27, #29 and #31, and the v8.3 retaa/retab), the frame record
+// (stp x29, x30, [sp, ...] then x29 = sp), patchable-function-entry NOPs and
+// the ftrace entry "mov x9, x30", and whether the function is a leaf.
+//
+// It also answers the question a reliable unwinder asks of every return
+// address: is the instruction before it a call (bl, blr, blraa, ...)?
+//
+// Instructions are decoded with arm64asm; the pointer-authentication
+// instructions arm64asm does not know (retaa, retab, blraa and relatives)
+// are matched by their encodings from the Arm ARM.
+package prologue
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+
+	"golang.org/x/arch/arm64/arm64asm"
+)
+
+// Encodings matched exactly (Arm ARM, C6.2).
+const (
+	insnSCSPush = 0xf800865e // str x30, [x18], #8
+	insnSCSPop  = 0xf85f8e5e // ldr x30, [x18, #-8]!
+	insnRETAA   = 0xd65f0bff
+	insnRETAB   = 0xd65f0fff
+	insnMovX9LR = 0xaa1e03e9 // mov x9, x30 (orr x9, xzr, x30)
+)
+
+// Hint numbers (HINT #n) of the PAC and BTI instructions in the hint space.
+const (
+	hintXPACLRI = 7
+	hintPACIAZ  = 24
+	hintPACIASP = 25
+	hintPACIBZ  = 26
+	hintPACIBSP = 27
+	hintAUTIAZ  = 28
+	hintAUTIASP = 29
+	hintAUTIBZ  = 30
+	hintAUTIBSP = 31
+	hintBTI     = 32 // 32, 34, 36, 38: bti, bti c, bti j, bti jc
+)
+
+// Key is a pointer-authentication instruction key.
+type Key uint8
+
+// The keys a function signs or authenticates its return address with.
+const (
+	KeyNone Key = iota // no signing / authentication
+	KeyA               // IA key: paciasp, autiasp, retaa
+	KeyB               // IB key: pacibsp, autibsp, retab
+)
+
+// String returns "-", "A" or "B".
+func (k Key) String() string {
+	switch k {
+	case KeyA:
+		return "A"
+	case KeyB:
+		return "B"
+	}
+	return "-"
+}
+
+// Func describes one function.
+type Func struct {
+	Name string
+	Addr uint64
+	Size uint64
+
+	SCSPush bool // has str x30, [x18], #8
+	SCSPop  bool // has ldr x30, [x18, #-8]!
+	// Sign is the key of the first instruction that signs x30
+	// (paciasp/pacibsp with SP as modifier, paciaz/pacibz with zero).
+	Sign Key
+	// Auth is the key of the first instruction that authenticates x30
+	// (autiasp/autibsp, autiaz/autibz, retaa/retab).
+	Auth Key
+	// SignBeforePush: x30 is signed before it is pushed on the shadow
+	// call stack, so the SCS entries carry the PAC and must be stripped.
+	SignBeforePush bool
+	// FrameRecord: stores x29 and x30 as a pair at sp (stp x29, x30,
+	// [sp, #off] or [sp, #-n]!) and sets x29 to sp or sp+off.
+	FrameRecord bool
+	// BTI: the function starts with a BTI landing pad.
+	BTI bool
+	// EntryNOPs is the number of NOPs at the entry (after a BTI), as
+	// -fpatchable-function-entry leaves them.
+	EntryNOPs int
+	// FtraceMovX9: "mov x9, x30" among the first instructions, the
+	// patched-in ftrace entry sequence (mov x9, x30; bl ftrace_caller).
+	FtraceMovX9 bool
+	// Calls counts bl, blr and the authenticated blraa/blrab(z); a
+	// function without calls is a leaf.
+	Calls int
+	// Unknown counts words neither arm64asm nor the PAC matcher decode.
+	Unknown int
+}
+
+// Leaf reports whether f makes no calls.
+func (f Func) Leaf() bool { return f.Calls == 0 }
+
+// pacCall matches the v8.3 authenticated calls arm64asm does not decode.
+func pacCall(w uint32) (string, bool) {
+	switch {
+	case w&0xfffffc00 == 0xd73f0800:
+		return fmt.Sprintf("blraa x%d, x%d", w>>5&31, w&31), true
+	case w&0xfffffc00 == 0xd73f0c00:
+		return fmt.Sprintf("blrab x%d, x%d", w>>5&31, w&31), true
+	case w&0xfffffc1f == 0xd63f081f:
+		return fmt.Sprintf("blraaz x%d", w>>5&31), true
+	case w&0xfffffc1f == 0xd63f0c1f:
+		return fmt.Sprintf("blrabz x%d", w>>5&31), true
+	}
+	return "", false
+}
+
+// decoded is one instruction word, decoded once.
+type decoded struct {
+	in  arm64asm.Inst
+	err error
+}
+
+func decode(w uint32) decoded {
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], w)
+	in, err := arm64asm.Decode(b[:])
+	return decoded{in, err}
+}
+
+// isCall reports whether w (at pc, decoded as d) is a call, its target
+// for bl, and its text.
+func isCall(w uint32, d decoded, pc uint64) (call bool, target uint64, text string) {
+	if text, ok := pacCall(w); ok {
+		return true, 0, text
+	}
+	if d.err != nil {
+		return false, 0, ""
+	}
+	switch d.in.Op {
+	case arm64asm.BL:
+		rel, _ := d.in.Args[0].(arm64asm.PCRel)
+		target := pc + uint64(rel)
+		return true, target, fmt.Sprintf("bl %#x", target)
+	case arm64asm.BLR:
+		return true, 0, arm64asm.GNUSyntax(d.in)
+	}
+	return false, 0, arm64asm.GNUSyntax(d.in)
+}
+
+// ScanCode scans the code of one function at addr. code's length should be
+// a multiple of 4; a trailing partial word is ignored.
+func ScanCode(name string, addr uint64, code []byte) Func {
+	f := Func{Name: name, Addr: addr, Size: uint64(len(code))}
+	n := len(code) / 4
+	pushAt, signAt := -1, -1
+	entry := true // still in the entry sequence of BTI and NOPs
+	spX29Pair := false
+	for i := range n {
+		w := binary.LittleEndian.Uint32(code[4*i:])
+		pc := addr + uint64(4*i)
+		if i < 4 && w == insnMovX9LR {
+			f.FtraceMovX9 = true
+		}
+		switch w {
+		case insnSCSPush:
+			f.SCSPush = true
+			if pushAt < 0 {
+				pushAt = i
+			}
+			entry = false
+			continue
+		case insnSCSPop:
+			f.SCSPop = true
+			entry = false
+			continue
+		case insnRETAA:
+			f.setAuth(KeyA)
+			entry = false
+			continue
+		case insnRETAB:
+			f.setAuth(KeyB)
+			entry = false
+			continue
+		}
+		d := decode(w)
+		if call, _, _ := isCall(w, d, pc); call {
+			f.Calls++
+			entry = false
+			continue
+		}
+		in, err := d.in, d.err
+		if err != nil {
+			f.Unknown++
+			entry = false
+			continue
+		}
+		switch in.Op {
+		case arm64asm.HINT:
+			h, _ := in.Args[0].(arm64asm.Imm_hint)
+			switch {
+			case h == hintPACIASP || h == hintPACIAZ:
+				f.setSign(KeyA, i, &signAt)
+			case h == hintPACIBSP || h == hintPACIBZ:
+				f.setSign(KeyB, i, &signAt)
+			case h == hintAUTIASP || h == hintAUTIAZ:
+				f.setAuth(KeyA)
+			case h == hintAUTIBSP || h == hintAUTIBZ:
+				f.setAuth(KeyB)
+			case h >= hintBTI && h <= hintBTI+6 && h%2 == 0:
+				if i == 0 {
+					f.BTI = true
+				}
+				continue // a landing pad keeps the entry sequence going
+			}
+			entry = false
+		case arm64asm.NOP:
+			if entry {
+				f.EntryNOPs++
+			}
+		case arm64asm.STP:
+			if isReg(in.Args[0], arm64asm.X29) && isReg(in.Args[1], arm64asm.X30) {
+				if m, ok := in.Args[2].(arm64asm.MemImmediate); ok && m.Base == arm64asm.RegSP(arm64asm.SP) &&
+					(m.Mode == arm64asm.AddrPreIndex || m.Mode == arm64asm.AddrOffset) {
+					spX29Pair = true
+				}
+			}
+			entry = false
+		case arm64asm.MOV, arm64asm.ADD:
+			// mov x29, sp or add x29, sp, #off after the pair store.
+			if spX29Pair && isReg(in.Args[0], arm64asm.X29) && isReg(in.Args[1], arm64asm.SP) {
+				f.FrameRecord = true
+			}
+			entry = false
+		default:
+			entry = false
+		}
+	}
+	f.SignBeforePush = signAt >= 0 && pushAt >= 0 && signAt < pushAt
+	return f
+}
+
+// isReg reports whether a is register r, whether arm64asm typed it as a
+// Reg or as a RegSP (SP shares XZR's encoding: the instruction decides).
+func isReg(a arm64asm.Arg, r arm64asm.Reg) bool {
+	switch a := a.(type) {
+	case arm64asm.Reg:
+		return a == r
+	case arm64asm.RegSP:
+		return arm64asm.Reg(a) == r
+	}
+	return false
+}
+
+func (f *Func) setSign(k Key, i int, at *int) {
+	if f.Sign == KeyNone {
+		f.Sign, *at = k, i
+	}
+}
+
+func (f *Func) setAuth(k Key) {
+	if f.Auth == KeyNone {
+		f.Auth = k
+	}
+}
+
+type section struct {
+	addr uint64
+	data []byte
+}
+
+// Binary is an arm64 ELF file's executable code and function symbols.
+type Binary struct {
+	text  []section // executable sections, sorted by address
+	funcs []Func
+}
+
+// ErrNotArm64 is returned for an ELF file of another machine.
+var ErrNotArm64 = errors.New("prologue: not an arm64 (EM_AARCH64) ELF file")
+
+// Open reads and scans the ELF file at path.
+func Open(path string) (*Binary, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return New(f)
+}
+
+// New scans f. It reads every executable section and every STT_FUNC
+// symbol in one; symbols without a size extend to the next symbol or the
+// section end.
+func New(f *elf.File) (*Binary, error) {
+	if f.Machine != elf.EM_AARCH64 {
+		return nil, ErrNotArm64
+	}
+	b := &Binary{}
+	for _, s := range f.Sections {
+		if s.Type != elf.SHT_PROGBITS || s.Flags&elf.SHF_EXECINSTR == 0 || s.Size == 0 {
+			continue
+		}
+		data, err := s.Data()
+		if err != nil {
+			return nil, fmt.Errorf("prologue: section %s: %w", s.Name, err)
+		}
+		b.text = append(b.text, section{addr: s.Addr, data: data})
+	}
+	sort.Slice(b.text, func(i, j int) bool { return b.text[i].addr < b.text[j].addr })
+	syms, err := f.Symbols()
+	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+		return nil, fmt.Errorf("prologue: %w", err)
+	}
+	var fs []elf.Symbol
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF {
+			fs = append(fs, s)
+		}
+	}
+	sort.SliceStable(fs, func(i, j int) bool { return fs[i].Value < fs[j].Value })
+	for i, s := range fs {
+		sec := b.section(s.Value)
+		if sec == nil {
+			continue
+		}
+		off := s.Value - sec.addr
+		size := s.Size
+		if size == 0 {
+			size = uint64(len(sec.data)) - off
+			if i+1 < len(fs) && fs[i+1].Value > s.Value && fs[i+1].Value-s.Value < size {
+				size = fs[i+1].Value - s.Value
+			}
+		}
+		size = min(size, uint64(len(sec.data))-off)
+		b.funcs = append(b.funcs, ScanCode(s.Name, s.Value, sec.data[off:off+size]))
+	}
+	return b, nil
+}
+
+// section returns the executable section holding addr, or nil.
+func (b *Binary) section(addr uint64) *section {
+	i := sort.Search(len(b.text), func(i int) bool { return b.text[i].addr > addr })
+	if i == 0 {
+		return nil
+	}
+	s := &b.text[i-1]
+	if addr-s.addr >= uint64(len(s.data)) {
+		return nil
+	}
+	return s
+}
+
+// Funcs returns the functions in address order. The slice must not be
+// modified.
+func (b *Binary) Funcs() []Func { return b.funcs }
+
+// Func returns the first function named name.
+func (b *Binary) Func(name string) (Func, bool) {
+	for _, f := range b.funcs {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return Func{}, false
+}
+
+// FuncAt returns the function containing pc.
+func (b *Binary) FuncAt(pc uint64) (Func, bool) {
+	i := sort.Search(len(b.funcs), func(i int) bool { return b.funcs[i].Addr > pc })
+	for j := i - 1; j >= 0; j-- {
+		if f := b.funcs[j]; pc-f.Addr < f.Size {
+			return f, true
+		}
+		if i-j > 8 { // symbols do not nest deeply in code
+			break
+		}
+	}
+	return Func{}, false
+}
+
+// Word returns the instruction word at pc (4-byte aligned, in an
+// executable section).
+func (b *Binary) Word(pc uint64) (uint32, bool) {
+	s := b.section(pc)
+	if s == nil || pc%4 != 0 || pc-s.addr+4 > uint64(len(s.data)) {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint32(s.data[pc-s.addr:]), true
+}
+
+// CallSite describes the instruction before a return address.
+type CallSite struct {
+	Ret    uint64 // the return address (PAC already stripped)
+	Call   bool   // the instruction at Ret-4 is bl, blr, blraa, blrab, blraaz or blrabz
+	Insn   string // that instruction in GNU syntax, "" if undecodable
+	Target uint64 // bl's target; 0 for an indirect call or no call
+	Func   string // the function containing Ret-4, "" if none
+}
+
+// CallBefore decodes the instruction before the return address ret. It
+// fails if ret is misaligned or ret-4 is not in an executable section.
+func (b *Binary) CallBefore(ret uint64) (CallSite, error) {
+	cs := CallSite{Ret: ret}
+	if ret%4 != 0 || ret < 4 {
+		return cs, fmt.Errorf("prologue: return address %#x misaligned or too low", ret)
+	}
+	w, ok := b.Word(ret - 4)
+	if !ok {
+		return cs, fmt.Errorf("prologue: %#x is outside the executable sections", ret-4)
+	}
+	cs.Call, cs.Target, cs.Insn = isCall(w, decode(w), ret-4)
+	if f, ok := b.FuncAt(ret - 4); ok {
+		cs.Func = f.Name
+	}
+	return cs, nil
+}

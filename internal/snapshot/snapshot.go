@@ -1,0 +1,408 @@
+// Package snapshot loads arm64 memory snapshots, format version 1: the
+// registers, stack and shadow-call-stack memory, function symbols and known
+// call chain of a real program, captured at one instant. The format is
+// documented in testdata/README.md; the captures under testdata/arm64 come
+// from C programs built with clang's and GCC's -fsanitize=shadow-call-stack
+// (with and without -mbranch-protection=pac-ret) and run under qemu-aarch64.
+//
+// A snapshot is a JSON document. Addresses and register values are strings
+// in hexadecimal with a 0x prefix; region data is standard base64 of the
+// little-endian bytes; unknown fields are ignored. Load checks everything an
+// unwinder will rely on (regions well formed and disjoint, sp and x29 inside
+// stack regions, x18 inside the shadow call stack) and reports a broken
+// rule with an error that names the field.
+//
+// The unwind package wraps Load as unwind.LoadSnapshot.
+package snapshot
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/unwindkit/unwindkit/internal/errs"
+	"github.com/unwindkit/unwindkit/internal/mem"
+	"github.com/unwindkit/unwindkit/ptrauth"
+)
+
+// Version is the snapshot format version Load understands.
+const Version = 1
+
+// MaxRegionSize is the largest region a snapshot may hold, 64 MiB.
+const MaxRegionSize = 64 << 20
+
+// maxRegion is the limit Load enforces: MaxRegionSize, lowered by tests.
+var maxRegion = MaxRegionSize
+
+// Region kinds with a meaning to Load. Other kinds are kept as given.
+const (
+	KindStack = "stack" // a call stack: sp and x29 point into one
+	KindSCS   = "scs"   // a shadow call stack: scs_base and x18 point into one
+)
+
+// Rules of the corruption errors Load returns (errs.CorruptError.Rule). The
+// error's Detail starts with the name of the offending field, e.g.
+// "regions[2].base: ...".
+const (
+	RuleSyntax     = "snapshot syntax"           // not a JSON document of the right shape
+	RuleMissing    = "snapshot missing field"    // a required field is absent
+	RuleBadValue   = "snapshot bad value"        // bad hex, base64, version, arch, va_bits, ...
+	RuleOverlap    = "snapshot regions overlap"  // two regions share an address
+	RuleTooLarge   = "snapshot region too large" // a region over MaxRegionSize
+	RuleRegOutside = "snapshot register outside" // sp/x29/x18/scs_base not where it must point
+)
+
+// Regs are the registers of the captured thread. PC and X30 may carry a
+// pointer-authentication code; strip them with the snapshot's Layout.
+type Regs struct {
+	PC, SP, X18, X29, X30 uint64
+}
+
+// Snapshot is a loaded snapshot.
+type Snapshot struct {
+	// VABits and TBI describe the virtual address layout of the captured
+	// addresses (all in the lower, user half): PAC bits start at bit VABits,
+	// and with TBI bits 63:56 are a tag, not PAC.
+	VABits int
+	TBI    bool
+	// Layout is the PAC layout built from VABits and TBI, for both halves.
+	Layout ptrauth.Layout
+	// Regs are the captured registers.
+	Regs Regs
+	// SCSBase is the lowest address of the shadow call stack x18 points
+	// into, valid when HasSCS is true.
+	SCSBase uint64
+	HasSCS  bool
+	// Memory holds every captured region.
+	Memory *mem.Memory
+	// Symbols symbolizes code addresses.
+	Symbols *Symbolizer
+	// Expect is the known call chain, innermost first, by symbol name; nil
+	// when the snapshot gives none.
+	Expect []string
+}
+
+// StackRegions returns the regions of kind "stack", in address order.
+func (s *Snapshot) StackRegions() []*mem.Region {
+	var out []*mem.Region
+	for _, r := range s.Memory.Regions() {
+		if r.Kind == KindStack {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// SCSRegion returns the region holding the shadow call stack (the one that
+// contains SCSBase), or nil when the snapshot has none.
+func (s *Snapshot) SCSRegion() *mem.Region {
+	if !s.HasSCS {
+		return nil
+	}
+	return s.Memory.Find(s.SCSBase)
+}
+
+// file is the JSON shape. Pointers tell a missing field from a zero one.
+type file struct {
+	Version *int          `json:"version"`
+	Arch    *string       `json:"arch"`
+	VABits  *int          `json:"va_bits"`
+	TBI     *bool         `json:"tbi"`
+	Regs    *fileRegs     `json:"regs"`
+	SCSBase *string       `json:"scs_base"`
+	Regions *[]fileRegion `json:"regions"`
+	Symbols *[]fileSymbol `json:"symbols"`
+	Expect  []string      `json:"expect"`
+}
+
+type fileRegs struct {
+	PC  *string `json:"pc"`
+	SP  *string `json:"sp"`
+	X18 *string `json:"x18"`
+	X29 *string `json:"x29"`
+	X30 *string `json:"x30"`
+}
+
+type fileRegion struct {
+	Name *string `json:"name"`
+	Kind *string `json:"kind"`
+	Base *string `json:"base"`
+	Data *string `json:"data"`
+}
+
+type fileSymbol struct {
+	Name *string          `json:"name"`
+	Addr *string          `json:"addr"`
+	Size *json.RawMessage `json:"size"`
+}
+
+func fieldErr(rule string, addr uint64, field, format string, args ...any) error {
+	return errs.Corruptf(rule, addr, "%s: %s", field, fmt.Sprintf(format, args...))
+}
+
+func missing(field string) error {
+	return fieldErr(RuleMissing, 0, field, "required")
+}
+
+// parseHex parses a "0x"-prefixed hexadecimal uint64.
+func parseHex(field string, p *string) (uint64, error) {
+	if p == nil {
+		return 0, missing(field)
+	}
+	s := *p
+	if !strings.HasPrefix(s, "0x") || len(s) < 3 || len(s) > 18 {
+		return 0, fieldErr(RuleBadValue, 0, field, "bad hex %q: want 0x and 1 to 16 hex digits", clip(s))
+	}
+	v, err := strconv.ParseUint(s[2:], 16, 64)
+	if err != nil || strings.ContainsAny(s[2:], "+-_") {
+		return 0, fieldErr(RuleBadValue, 0, field, "bad hex %q", clip(s))
+	}
+	return v, nil
+}
+
+// clip shortens s for an error message.
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}
+
+// parseSize parses a symbol size: a JSON number or a hex string.
+func parseSize(field string, raw *json.RawMessage) (uint64, error) {
+	if raw == nil {
+		return 0, missing(field)
+	}
+	b := []byte(*raw)
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return 0, fieldErr(RuleBadValue, 0, field, "bad string")
+		}
+		return parseHex(field, &s)
+	}
+	v, err := strconv.ParseUint(string(b), 10, 64)
+	if err != nil {
+		return 0, fieldErr(RuleBadValue, 0, field, "bad size %q: want a non-negative integer or hex string", clip(string(b)))
+	}
+	return v, nil
+}
+
+// Load reads one snapshot (format version 1) from r and checks it.
+func Load(r io.Reader) (*Snapshot, error) {
+	dec := json.NewDecoder(r)
+	var f file
+	if err := dec.Decode(&f); err != nil {
+		return nil, jsonErr(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errs.Corruptf(RuleSyntax, uint64(dec.InputOffset()), "trailing data after the snapshot")
+	}
+	return build(&f)
+}
+
+func jsonErr(err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return errs.Corruptf(RuleSyntax, uint64(se.Offset), "%v", se)
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			field = "(document)"
+		}
+		return errs.Corruptf(RuleBadValue, uint64(te.Offset), "%s: JSON %s where %s is wanted", field, te.Value, te.Type)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return errs.Corruptf(RuleSyntax, 0, "truncated or empty document")
+	}
+	return errs.Corruptf(RuleSyntax, 0, "%v", err)
+}
+
+func build(f *file) (*Snapshot, error) {
+	s := &Snapshot{Memory: new(mem.Memory)}
+	switch {
+	case f.Version == nil:
+		return nil, missing("version")
+	case *f.Version != Version:
+		return nil, fieldErr(RuleBadValue, 0, "version", "version %d, want %d", *f.Version, Version)
+	case f.Arch == nil:
+		return nil, missing("arch")
+	case *f.Arch != "arm64":
+		return nil, fieldErr(RuleBadValue, 0, "arch", "arch %q, want \"arm64\"", clip(*f.Arch))
+	case f.VABits == nil:
+		return nil, missing("va_bits")
+	case f.TBI == nil:
+		return nil, missing("tbi")
+	case f.Regs == nil:
+		return nil, missing("regs")
+	case f.Regions == nil:
+		return nil, missing("regions")
+	case f.Symbols == nil:
+		return nil, missing("symbols")
+	}
+	s.VABits, s.TBI = *f.VABits, *f.TBI
+	h := ptrauth.Half{VABits: s.VABits, TBI: s.TBI}
+	l, err := ptrauth.NewLayoutHalves(h, h, ptrauth.PAuth2)
+	if err != nil {
+		return nil, fieldErr(RuleBadValue, 0, "va_bits", "%d outside [16, 52]", s.VABits)
+	}
+	s.Layout = l
+
+	// Registers.
+	var hasX18 bool
+	for _, g := range []struct {
+		name     string
+		p        *string
+		dst      *uint64
+		optional bool
+	}{
+		{"regs.pc", f.Regs.PC, &s.Regs.PC, false},
+		{"regs.sp", f.Regs.SP, &s.Regs.SP, false},
+		{"regs.x18", f.Regs.X18, &s.Regs.X18, true},
+		{"regs.x29", f.Regs.X29, &s.Regs.X29, false},
+		{"regs.x30", f.Regs.X30, &s.Regs.X30, false},
+	} {
+		if g.p == nil && g.optional {
+			continue
+		}
+		v, err := parseHex(g.name, g.p)
+		if err != nil {
+			return nil, err
+		}
+		*g.dst = v
+	}
+	hasX18 = f.Regs.X18 != nil
+	if f.SCSBase != nil {
+		v, err := parseHex("scs_base", f.SCSBase)
+		if err != nil {
+			return nil, err
+		}
+		s.SCSBase, s.HasSCS = v, true
+		if !hasX18 {
+			return nil, errs.Corruptf(RuleMissing, 0, "regs.x18: required when scs_base is given")
+		}
+	}
+
+	// Regions.
+	if len(*f.Regions) == 0 {
+		return nil, fieldErr(RuleMissing, 0, "regions", "at least one region is required")
+	}
+	for i, fr := range *f.Regions {
+		if err := addRegion(s.Memory, i, fr); err != nil {
+			return nil, err
+		}
+	}
+
+	// Registers that must point into memory.
+	if err := inKind(s.Memory, "regs.sp", s.Regs.SP, KindStack); err != nil {
+		return nil, err
+	}
+	if s.Regs.X29 != 0 { // x29 = 0 is the end of the chain: no frame records
+		if err := inKind(s.Memory, "regs.x29", s.Regs.X29, KindStack); err != nil {
+			return nil, err
+		}
+	}
+	if s.HasSCS {
+		if err := inKind(s.Memory, "scs_base", s.SCSBase, KindSCS); err != nil {
+			return nil, err
+		}
+		// x18 is the next free slot: from scs_base up to the region's end
+		// inclusive (a full shadow stack has x18 == end).
+		r := s.Memory.Find(s.SCSBase)
+		if s.Regs.X18 < s.SCSBase || s.Regs.X18 > r.End() {
+			return nil, fieldErr(RuleRegOutside, s.Regs.X18, "regs.x18",
+				"%#x outside the shadow call stack [scs_base %#x, %#x]", s.Regs.X18, s.SCSBase, r.End())
+		}
+	}
+
+	// Symbols.
+	syms := make([]Symbol, 0, len(*f.Symbols))
+	for i, fs := range *f.Symbols {
+		field := fmt.Sprintf("symbols[%d]", i)
+		if fs.Name == nil {
+			return nil, missing(field + ".name")
+		}
+		if *fs.Name == "" {
+			return nil, fieldErr(RuleBadValue, 0, field+".name", "empty name")
+		}
+		addr, err := parseHex(field+".addr", fs.Addr)
+		if err != nil {
+			return nil, err
+		}
+		size, err := parseSize(field+".size", fs.Size)
+		if err != nil {
+			return nil, err
+		}
+		if size > ^uint64(0)-addr {
+			return nil, fieldErr(RuleBadValue, addr, field+".size", "%#x+%#x wraps around the address space", addr, size)
+		}
+		syms = append(syms, Symbol{Name: *fs.Name, Addr: addr, Size: size})
+	}
+	s.Symbols = NewSymbolizer(syms)
+	for i, e := range f.Expect {
+		if e == "" {
+			return nil, fieldErr(RuleBadValue, 0, fmt.Sprintf("expect[%d]", i), "empty name")
+		}
+	}
+	s.Expect = f.Expect
+	return s, nil
+}
+
+func addRegion(m *mem.Memory, i int, fr fileRegion) error {
+	field := fmt.Sprintf("regions[%d]", i)
+	switch {
+	case fr.Name == nil:
+		return missing(field + ".name")
+	case fr.Kind == nil:
+		return missing(field + ".kind")
+	case fr.Data == nil:
+		return missing(field + ".data")
+	}
+	base, err := parseHex(field+".base", fr.Base)
+	if err != nil {
+		return err
+	}
+	// Check the size before decoding: base64 holds 3 bytes per 4 chars.
+	if len(*fr.Data)/4*3 > maxRegion+2 {
+		return fieldErr(RuleTooLarge, base, field+".data", "about %d bytes, more than %d", len(*fr.Data)/4*3, maxRegion)
+	}
+	data, err := base64.StdEncoding.DecodeString(*fr.Data)
+	if err != nil {
+		return fieldErr(RuleBadValue, base, field+".data", "bad base64: %v", err)
+	}
+	switch {
+	case len(data) > maxRegion:
+		return fieldErr(RuleTooLarge, base, field+".data", "%d bytes, more than %d", len(data), maxRegion)
+	case len(data) == 0:
+		return fieldErr(RuleBadValue, base, field+".data", "empty region")
+	case len(data)%8 != 0:
+		return fieldErr(RuleBadValue, base, field+".data", "%d bytes, not a multiple of 8", len(data))
+	case base%8 != 0:
+		return fieldErr(RuleBadValue, base, field+".base", "%#x not 8-byte aligned", base)
+	}
+	r, err := mem.NewRegionBytes(*fr.Name, *fr.Kind, base, data)
+	if err != nil {
+		return fieldErr(RuleBadValue, base, field, "%v", err)
+	}
+	if err := m.Add(r); err != nil {
+		return fieldErr(RuleOverlap, base, field, "%v", err)
+	}
+	return nil
+}
+
+// inKind checks that addr lies in a region of the given kind.
+func inKind(m *mem.Memory, field string, addr uint64, kind string) error {
+	r := m.Find(addr)
+	if r == nil {
+		return fieldErr(RuleRegOutside, addr, field, "%#x is in no region (want a %q region)", addr, kind)
+	}
+	if r.Kind != kind {
+		return fieldErr(RuleRegOutside, addr, field, "%#x is in region %q of kind %q, want kind %q", addr, r.Name, r.Kind, kind)
+	}
+	return nil
+}

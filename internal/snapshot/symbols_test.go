@@ -1,0 +1,113 @@
+package snapshot
+
+import (
+	"fmt"
+	"os"
+	"testing"
+)
+
+func TestSymbolizer(t *testing.T) {
+	s := NewSymbolizer([]Symbol{
+		{"outer", 0x1000, 0x100},
+		{"inner", 0x1040, 0x10}, // nested inside outer
+		{"b", 0x2000, 0x20},
+		{"a", 0x2000, 0x40}, // same start, larger: b wins inside [0x2000, 0x2020)
+		{"label", 0x3000, 0},
+		{"top", 0xffff_ffff_ffff_ff00, 0xff},
+	})
+	tests := []struct {
+		pc   uint64
+		want string
+	}{
+		{0xfff, "0xfff"},
+		{0x1000, "outer+0x0"},
+		{0x103c, "outer+0x3c"},
+		{0x1040, "inner+0x0"},
+		{0x104f, "inner+0xf"},
+		{0x1050, "outer+0x50"},
+		{0x10ff, "outer+0xff"},
+		{0x1100, "0x1100"},
+		{0x2000, "b+0x0"},
+		{0x201f, "b+0x1f"},
+		{0x2020, "a+0x20"},
+		{0x2040, "0x2040"},
+		{0x3000, "label+0x0"},
+		{0x3001, "0x3001"},
+		{0xffff_ffff_ffff_fffe, "top+0xfe"},
+		{0xffff_ffff_ffff_ffff, "0xffffffffffffffff"},
+	}
+	for _, tt := range tests {
+		if got := s.Format(tt.pc); got != tt.want {
+			t.Errorf("Format(%#x) = %q, want %q", tt.pc, got, tt.want)
+		}
+	}
+	if s.Name(0x1100) != "" || s.Name(0x1044) != "inner" {
+		t.Errorf("Name: %q %q", s.Name(0x1100), s.Name(0x1044))
+	}
+	// Differential check against a linear scan picking the latest-starting,
+	// then smallest, containing symbol.
+	syms := s.Symbols()
+	for pc := uint64(0xff0); pc < 0x3010; pc++ {
+		var want Symbol
+		found := false
+		for _, sym := range syms {
+			if pc >= sym.Addr && pc < end(sym) && (!found || sym.Addr > want.Addr || sym.Addr == want.Addr && sym.Size < want.Size) {
+				want, found = sym, true
+			}
+		}
+		got, _, ok := s.Lookup(pc)
+		if ok != found || got != want {
+			t.Fatalf("Lookup(%#x) = %+v %v, linear scan %+v %v", pc, got, ok, want, found)
+		}
+	}
+	if _, _, ok := NewSymbolizer(nil).Lookup(0); ok {
+		t.Error("empty symbolizer found a symbol")
+	}
+}
+
+func BenchmarkLookup(b *testing.B) {
+	syms := make([]Symbol, 4096)
+	for i := range syms {
+		syms[i] = Symbol{Name: fmt.Sprint("f", i), Addr: uint64(0x400000 + 64*i), Size: 48}
+	}
+	s := NewSymbolizer(syms)
+	pc := uint64(0x400000)
+	for b.Loop() {
+		s.Lookup(pc)
+		pc = (pc+4099*4)&(1<<18-1) | 0x400000
+	}
+}
+
+func Example() {
+	f, err := os.Open("../../testdata/arm64/snapshots/gcc-pacret-pauth-chain.json")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer f.Close()
+	s, err := Load(f)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("pc:", s.Symbols.Name(s.Regs.PC))
+	// Walk the frame records {fp, lr} from x29, stripping each PAC.
+	for fp := s.Regs.X29; fp != 0; {
+		next, ok1 := s.Memory.Load(fp)
+		lr, ok2 := s.Memory.Load(fp + 8)
+		if !ok1 || !ok2 {
+			break
+		}
+		fmt.Println("lr:", s.Symbols.Name(s.Layout.Strip(lr)))
+		fp = next
+	}
+	// Output:
+	// pc: capture
+	// lr: shape_args
+	// lr: shape_vla
+	// lr: shape_callee
+	// lr: shape_big
+	// lr: chain_root
+	// lr: main
+	// lr: _start
+}

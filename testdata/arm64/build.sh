@@ -1,0 +1,131 @@
+#!/bin/sh
+# build.sh rebuilds every arm64 capture in testdata/arm64 from source.
+#
+# Needs Debian packages only:
+#   apt-get install -y clang lld gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+# plus the Go toolchain (for testdata/arm64/gen). Run from anywhere:
+#   sh testdata/arm64/build.sh
+#
+# It builds the test program (src/) with clang and GCC, each without PAC,
+# with -mbranch-protection=pac-ret and with pac-ret+b-key, keeps the six
+# static ELF files in bin/, runs the scenarios under qemu-aarch64 (default
+# CPU "max" with pointer authentication, and -cpu max,pauth=off) and writes
+# one snapshot per run to snapshots/. Host ASLR is turned off with
+# setarch -R, QEMU's random keys are fixed with -seed 1 and the environment
+# is empty, so reruns give identical files.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+src=$here/src
+work=$(mktemp -d)
+# Everything is built in $work and replaces bin/ and snapshots/ only when
+# every step has succeeded.
+bin=$work/out/bin
+snaps=$work/out/snapshots
+trap 'rm -rf "$work"' EXIT
+
+for t in setarch clang ld.lld aarch64-linux-gnu-gcc aarch64-linux-gnu-ld qemu-aarch64 go; do
+	command -v $t >/dev/null || { echo "build.sh: $t not found" >&2; exit 1; }
+done
+
+# -ffreestanding/-fno-builtin: no libc, no memcpy calls; -ffixed-x18 in
+# every file: x18 belongs to the shadow call stack.
+COMMON="-O2 -ffreestanding -fno-builtin -fno-stack-protector -fno-pic -ffixed-x18 -fno-omit-frame-pointer -fno-asynchronous-unwind-tables -fno-unwind-tables -Wall -Werror"
+SCS="-fsanitize=shadow-call-stack"
+SCENARIOS="chain leaf recurse deep signal"
+
+mkdir -p "$bin" "$snaps"
+# The program runs with an empty environment, from bin/, as ./NAME.elf: the
+# initial stack (argv, environment, auxv strings) and so every captured
+# address are then the same wherever the repository is checked out.
+SETARCH=$(command -v setarch)
+QEMU=$(command -v qemu-aarch64)
+(cd "$root" && go build -o "$work/gen" ./testdata/arm64/gen)
+
+clang_ver="clang $(clang -dumpversion)"
+gcc_ver="aarch64-linux-gnu-gcc $(aarch64-linux-gnu-gcc -dumpfullversion)"
+qemu_ver=$(qemu-aarch64 --version | head -1 | sed 's/ (.*//')
+
+for cc in clang gcc; do
+	for bp in nopac pacret pacretb; do
+		case $bp in
+		nopac) BP="" ;;
+		pacret) BP="-mbranch-protection=pac-ret" ;;
+		pacretb) BP="-mbranch-protection=pac-ret+b-key" ;;
+		esac
+		if [ $cc = clang ]; then
+			CC="clang --target=aarch64-linux-gnu"
+			LD=ld.lld
+			ver=$clang_ver
+		else
+			CC=aarch64-linux-gnu-gcc
+			LD=aarch64-linux-gnu-ld
+			ver=$gcc_ver
+		fi
+		o=$work/$cc-$bp
+		mkdir -p "$o"
+		# rt.c is uninstrumented (main sets up x18); the rest is instrumented.
+		$CC $COMMON $BP -c "$src/rt.c" -o "$o/rt.o"
+		$CC $COMMON $BP $SCS -c "$src/capture.c" -o "$o/capture.o"
+		$CC $COMMON $BP $SCS -c "$src/chain.c" -o "$o/chain.o"
+		$CC $COMMON $BP $SCS -momit-leaf-frame-pointer -c "$src/leaf.c" -o "$o/leaf.o"
+		elf=$bin/$cc-$bp.elf
+		$LD -static -nostdlib --build-id=none -z max-page-size=4096 -o "$elf" \
+			"$o/rt.o" "$o/capture.o" "$o/chain.o" "$o/leaf.o"
+
+		# Without PAC the CPU makes no difference: run the default CPU only.
+		# With PAC: every scenario on the default CPU (PAC on), chain and
+		# signal also with pauth=off (the hint instructions are NOPs).
+		for cpu in pauth nopauth; do
+			if [ $cpu = pauth ]; then
+				QCPU=""
+				qdesc="$qemu_ver (default CPU: max, PAuth on)"
+				list=$SCENARIOS
+			else
+				[ $bp = nopac ] && continue
+				QCPU="-cpu max,pauth=off"
+				qdesc="$qemu_ver -cpu max,pauth=off"
+				list="chain signal"
+			fi
+			for sc in $list; do
+				name=$cc-$bp-$cpu-$sc
+				# shellcheck disable=SC2086
+				(cd "$bin" && env -i "$SETARCH" -R "$QEMU" -seed 1 $QCPU ./$cc-$bp.elf $sc) >"$work/$name.bin"
+				"$work/gen" -elf "$elf" -dump "$work/$name.bin" -o "$snaps/$name.json" \
+					-binary "testdata/arm64/bin/$cc-$bp.elf" -compiler "$ver" \
+					-cflags "$COMMON $BP (rt.c without $SCS; leaf.c with -momit-leaf-frame-pointer)" \
+					-qemu "qemu-aarch64 -seed 1${QCPU:+ $QCPU} [$qdesc]" >"$work/$name.txt"
+				if [ -n "${VERBOSE:-}" ]; then cat "$work/$name.txt"; fi
+			done
+		done
+	done
+done
+# Two more binaries for the prologue scanner only (not run): BTI landing
+# pads plus pac-ret (-mbranch-protection=standard) and two patchable NOPs
+# at every function entry, the layout the kernel's ftrace patches into
+# "mov x9, x30; bl ftrace_caller".
+for cc in clang gcc; do
+	if [ $cc = clang ]; then
+		CC="clang --target=aarch64-linux-gnu"
+		LD=ld.lld
+	else
+		CC=aarch64-linux-gnu-gcc
+		LD=aarch64-linux-gnu-ld
+	fi
+	o=$work/$cc-pfe
+	mkdir -p "$o"
+	PFE="-mbranch-protection=standard -fpatchable-function-entry=2"
+	$CC $COMMON $PFE -c "$src/rt.c" -o "$o/rt.o"
+	$CC $COMMON $PFE $SCS -c "$src/capture.c" -o "$o/capture.o"
+	$CC $COMMON $PFE $SCS -c "$src/chain.c" -o "$o/chain.o"
+	$CC $COMMON $PFE $SCS -momit-leaf-frame-pointer -c "$src/leaf.c" -o "$o/leaf.o"
+	$LD -static -nostdlib --build-id=none -z max-page-size=4096 -o "$bin/$cc-pfe.elf" \
+		"$o/rt.o" "$o/capture.o" "$o/chain.o" "$o/leaf.o"
+done
+
+mkdir -p "$here/bin" "$here/snapshots"
+rm -f "$here"/snapshots/*.json "$here"/bin/*.elf
+cp "$snaps"/*.json "$here/snapshots/"
+cp "$bin"/*.elf "$here/bin/"
+echo "build.sh: $(ls "$snaps" | wc -l) snapshots in $here/snapshots, $(ls "$bin" | wc -l) binaries in $here/bin"
