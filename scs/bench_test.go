@@ -1,0 +1,168 @@
+package scs
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/unwindkit/unwindkit/ptrauth"
+)
+
+var benchDepths = []int{8, 32, 128}
+
+// benchModel returns a model on cpu 0 holding depth entries, signed under
+// a 48-bit layout: all in the task context, or split over task, IRQ and
+// SDEI normal (nested, PerCPU policy, interrupted PCs kept).
+func benchModel(b *testing.B, depth int, nested bool) *Model {
+	l := ptrauth.NewLayout(48, false)
+	cfg := Config{Layout: l, Size: 4096}
+	if nested {
+		cfg.Policy, cfg.KeepInterruptedPC = PerCPU, true
+	}
+	r := newRig(b, cfg)
+	push := func(n int) {
+		for i := range n {
+			mustPush(b, r.m, 0, retAddr(CtxTask, i)^uint64(i%7+1)<<48)
+		}
+	}
+	if !nested {
+		push(depth)
+		return r.m
+	}
+	// depth frames in all, counting the two interrupted PCs.
+	per := (depth - 2) / 3
+	push(depth - 2 - 2*per)
+	r.enterIRQ(0, 1)
+	push(per)
+	r.m.EnterSDEI(0, false, 0, 2)
+	push(per)
+	return r.m
+}
+
+func reportPerFrame(b *testing.B, frames int) {
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(frames), "ns/frame")
+}
+
+// BenchmarkSave is the fast path: Save on a View taken once.
+func BenchmarkSave(b *testing.B) {
+	for _, nested := range []bool{false, true} {
+		for _, depth := range benchDepths {
+			name := fmt.Sprintf("single/depth=%d", depth)
+			if nested {
+				name = fmt.Sprintf("nested/depth=%d", depth)
+			}
+			b.Run(name, func(b *testing.B) {
+				m := benchModel(b, depth, nested)
+				v, _ := m.View(0)
+				store := make([]uint64, 256)
+				if n, err := Save(&v, store, 0); n != depth || err != nil {
+					b.Fatalf("%d frames, %v", n, err)
+				}
+				for b.Loop() {
+					Save(&v, store, 0)
+				}
+				reportPerFrame(b, depth)
+			})
+		}
+	}
+}
+
+// BenchmarkModelSave includes taking the View (the sequence-locked read of
+// the per-CPU state) on every call.
+func BenchmarkModelSave(b *testing.B) {
+	for _, nested := range []bool{false, true} {
+		for _, depth := range benchDepths {
+			name := fmt.Sprintf("single/depth=%d", depth)
+			if nested {
+				name = fmt.Sprintf("nested/depth=%d", depth)
+			}
+			b.Run(name, func(b *testing.B) {
+				m := benchModel(b, depth, nested)
+				store := make([]uint64, 256)
+				for b.Loop() {
+					m.Save(0, store, 0)
+				}
+				reportPerFrame(b, depth)
+			})
+		}
+	}
+}
+
+// BenchmarkFrames is the rich variant, for comparison.
+func BenchmarkFrames(b *testing.B) {
+	for _, depth := range benchDepths {
+		b.Run(fmt.Sprintf("nested/depth=%d", depth), func(b *testing.B) {
+			m := benchModel(b, depth, true)
+			v, _ := m.View(0)
+			store := make([]Frame, 256)
+			for b.Loop() {
+				Frames(&v, store, 0)
+			}
+			reportPerFrame(b, depth)
+		})
+	}
+}
+
+// TestSaveInlines checks the compiler's inlining decisions the package
+// relies on: Save inlines into its callers, and the copy loop has the PAC
+// strip inlined (no call per frame; TestStripMatchesLayout checks strip is
+// ptrauth.Layout.Strip).
+func TestSaveInlines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	goCmd := runtime.GOROOT() + "/bin/go"
+	out, err := exec.Command(goCmd, "build", "-gcflags=-m", ".").CombinedOutput()
+	if err != nil {
+		t.Skipf("go build -gcflags=-m: %v\n%s", err, out)
+	}
+	s := string(out)
+	if !strings.Contains(s+"\n", "can inline Save\n") {
+		t.Errorf("Save is not inlinable:\n%s", s)
+	}
+	src, err := os.ReadFile("view.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := 0
+	for i, l := range strings.Split(string(src), "\n") {
+		if strings.Contains(l, "dst[j] = strip(") {
+			line = i + 1
+		}
+	}
+	want := fmt.Sprintf("view.go:%d:", line)
+	found := false
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, want) && strings.Contains(l, "inlining call to strip") {
+			found = true
+		}
+	}
+	if line == 0 || !found {
+		t.Errorf("strip not inlined in the copy loop (%s):\n%s", want, s)
+	}
+}
+
+// BenchmarkBaselineCopy is the floor Save is measured against in the same
+// run: a plain reverse copy of the same number of words, with no strip, no
+// atomic load and no validation.
+func BenchmarkBaselineCopy(b *testing.B) {
+	for _, depth := range benchDepths {
+		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
+			src := make([]uint64, depth)
+			for i := range src {
+				src[i] = retAddr(CtxTask, i)
+			}
+			store := make([]uint64, 256)
+			for b.Loop() {
+				dst := store[:len(src)]
+				for i, j := len(src)-1, 0; i >= 0; i, j = i-1, j+1 {
+					dst[j] = src[i]
+				}
+			}
+			reportPerFrame(b, depth)
+		})
+	}
+}
