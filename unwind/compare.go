@@ -157,6 +157,8 @@ func CompareTraces(sym *Symbolizer, scsF, fpF []Frame) *Comparison {
 			switch {
 			case fpF[j].Source == SourceRegsPC:
 				r.Note = "only FP: exception boundary (pt_regs pc): the interrupted function's pc was never pushed on the SCS"
+			case j == 0 && fpF[j].Source == SourceCaller:
+				r.Note = "only FP: the walk's start pc, the running function's own pc, which no prologue pushed"
 			case j == 0:
 				r.Note = "only FP: the innermost return address was still in x30 (a leaf, or captured before the push)"
 			default:

@@ -139,7 +139,8 @@ type Frame struct {
 	Source FrameSource // where PC came from
 	// Stack is the FP walk's stack kind (fp.Unknown for SCS frames).
 	Stack fp.StackKind
-	// Context is the SCS context of the frame (SCS frames only).
+	// Context is the context the frame's record or slot belongs to (for
+	// FP frames, derived from the stack kind).
 	Context Context
 	// Recovered is true when a trampoline (function graph or kretprobe)
 	// was replaced by the real return address.
@@ -183,7 +184,8 @@ func (src *Source) Frames() iter.Seq2[Frame, error] {
 				skip--
 				continue
 			}
-			fr := Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Stack: f.Stack, Recovered: f.Flags != 0}
+			fr := Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Stack: f.Stack, Recovered: f.Flags != 0,
+				Context: stackContext(f.Stack)}
 			switch f.Source {
 			case fp.SourceFrame:
 				fr.Source = SourceFrame
@@ -380,3 +382,16 @@ func (c *CPU) UnwindSeq(method Method, store []uint64, opts SaveOptions) (n int,
 // Seq returns the CPU's state sequence number: even when stable, bumped by
 // two for every state change.
 func (c *CPU) Seq() uint64 { return c.seq.Load() }
+
+// stackContext maps an FP stack kind to the context that runs on it.
+func stackContext(k fp.StackKind) Context {
+	switch k {
+	case fp.IRQ:
+		return ContextIRQ
+	case fp.SDEINormal:
+		return ContextSDEINormal
+	case fp.SDEICritical:
+		return ContextSDEICritical
+	}
+	return ContextTask
+}

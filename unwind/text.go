@@ -6,6 +6,7 @@ import (
 
 	"github.com/unwindkit/unwindkit/internal/arm64"
 	"github.com/unwindkit/unwindkit/internal/mem"
+	"github.com/unwindkit/unwindkit/internal/symtab"
 )
 
 // Func declares one modelled function and its shape. The zero shape is a
@@ -245,54 +246,13 @@ func epilogue(f *fn) []uint32 {
 	return append(code, arm64.RET)
 }
 
-// Symbol is a function of the modelled text (or of a snapshot).
-type Symbol struct {
-	Name string
-	Addr uint64
-	Size uint64
-}
+// Symbol is a function symbol: Name covers [Addr, Addr+Size).
+type Symbol = symtab.Symbol
 
-// Symbolizer maps program counters to function+offset.
-type Symbolizer struct {
-	syms []Symbol // sorted by Addr
-}
+// Symbolizer maps program counters to function+offset, for the machine's
+// text and for snapshots. It is immutable and safe for concurrent use.
+type Symbolizer = symtab.Symbolizer
 
-// NewSymbolizer returns a symbolizer over syms (copied and sorted).
-func NewSymbolizer(syms []Symbol) *Symbolizer {
-	s := &Symbolizer{syms: append([]Symbol(nil), syms...)}
-	sort.Slice(s.syms, func(i, j int) bool { return s.syms[i].Addr < s.syms[j].Addr })
-	return s
-}
-
-// Lookup returns the symbol containing pc and pc's offset in it; ok is
-// false if no symbol contains pc.
-func (s *Symbolizer) Lookup(pc uint64) (sym Symbol, off uint64, ok bool) {
-	i := sort.Search(len(s.syms), func(i int) bool { return s.syms[i].Addr > pc }) - 1
-	if i < 0 {
-		return Symbol{}, 0, false
-	}
-	sym = s.syms[i]
-	if pc-sym.Addr >= sym.Size && !(sym.Size == 0 && pc == sym.Addr) {
-		return Symbol{}, 0, false
-	}
-	return sym, pc - sym.Addr, true
-}
-
-// Name returns "func+0xoff" for pc, or its hex value if unknown.
-func (s *Symbolizer) Name(pc uint64) string {
-	if sym, off, ok := s.Lookup(pc); ok {
-		return fmt.Sprintf("%s+%#x", sym.Name, off)
-	}
-	return fmt.Sprintf("%#x", pc)
-}
-
-// Func returns the name of the function containing pc, or "".
-func (s *Symbolizer) Func(pc uint64) string {
-	if sym, _, ok := s.Lookup(pc); ok {
-		return sym.Name
-	}
-	return ""
-}
-
-// Symbols returns the symbols in address order.
-func (s *Symbolizer) Symbols() []Symbol { return s.syms }
+// NewSymbolizer returns a symbolizer over a copy of syms. Symbols may
+// overlap (the innermost wins) and may have size 0.
+func NewSymbolizer(syms []Symbol) *Symbolizer { return symtab.NewSymbolizer(syms) }

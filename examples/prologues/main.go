@@ -18,8 +18,7 @@ import (
 	"os"
 	"text/tabwriter"
 
-	"github.com/unwindkit/unwindkit/internal/prologue"
-	"github.com/unwindkit/unwindkit/internal/snapshot"
+	"github.com/unwindkit/unwindkit/unwind"
 )
 
 func main() {
@@ -27,7 +26,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: prologues FILE.elf [SNAPSHOT.json]")
 		os.Exit(2)
 	}
-	b, err := prologue.Open(os.Args[1])
+	b, err := unwind.OpenBinary(os.Args[1])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -70,60 +69,38 @@ func main() {
 	}
 }
 
-func checkSnapshot(b *prologue.Binary, path string) error {
+func checkSnapshot(b *unwind.Binary, path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	s, err := snapshot.Load(f)
+	s, err := unwind.LoadSnapshot(f)
 	if err != nil {
 		return err
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 1, ' ', 0)
 	fmt.Fprintf(w, "\nFROM\tRAW\tRETURN\tSYMBOL\tCALL BEFORE?\tINSTRUCTION\n")
-	show := func(from string, raw uint64) {
-		ret := s.Layout.Strip(raw)
-		cs, err := b.CallBefore(ret)
-		call, insn := "no", cs.Insn
+	for _, method := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
+		src, err := s.Source(method)
 		if err != nil {
-			call, insn = "?", err.Error()
-		} else if cs.Call {
-			call = "yes"
+			fmt.Fprintf(w, "%v\t-\t-\t-\t-\t%v\n", method, err)
+			continue
 		}
-		fmt.Fprintf(w, "%s\t%#x\t%#x\t%s\t%s\t%s\n", from, raw, ret, s.Symbols.Format(ret), call, insn)
-	}
-	if s.HasSCS {
-		for a := s.Regs.X18 - 8; a >= s.SCSBase && a < s.Regs.X18; a -= 8 {
-			v, ok := s.Memory.Load(a)
-			if !ok {
+		for fr, err := range src.Frames() {
+			if err != nil {
+				fmt.Fprintf(w, "%v\t-\t-\t-\t-\t%v\n", method, err)
 				break
 			}
-			show(fmt.Sprintf("scs %#x", a), v)
+			cs, cerr := b.CallBefore(fr.PC)
+			call, insn := "no", cs.Insn
+			if cerr != nil {
+				call, insn = "?", cerr.Error()
+			} else if cs.Call {
+				call = "yes"
+			}
+			fmt.Fprintf(w, "%v %v\t%#x\t%#x\t%s\t%s\t%s\n", method, fr.Source, fr.Raw, fr.PC, fr.Symbol, call, insn)
 		}
-	}
-	// Frame records: within a stack fp must increase; a stack left behind
-	// (the signal altstack, say) is never entered again.
-	left := map[uint64]bool{}
-	var cur, low uint64
-	for fp := s.Regs.X29; fp != 0; {
-		r := s.Memory.Find(fp)
-		if r == nil || left[r.Base] {
-			break
-		}
-		if r.Base != cur {
-			left[cur], cur, low = true, r.Base, 0
-		}
-		if fp < low {
-			break
-		}
-		next, ok1 := s.Memory.Load(fp)
-		lr, ok2 := s.Memory.Load(fp + 8)
-		if !ok1 || !ok2 {
-			break
-		}
-		show(fmt.Sprintf("fp %#x", fp), lr)
-		low, fp = fp+16, next
 	}
 	return w.Flush()
 }

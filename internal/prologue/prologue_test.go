@@ -254,7 +254,7 @@ func TestCallBeforeSnapshots(t *testing.T) {
 				t.Errorf("%s: %#x: %v", base, ret, err)
 				continue
 			}
-			sym := s.Symbols.Name(ret)
+			sym := s.Symbols.Func(ret)
 			if sym == "sigreturn_tramp" {
 				tramps++
 				if cs.Call {

@@ -87,7 +87,7 @@ func TestCommittedSnapshots(t *testing.T) {
 			}
 			var fpNames []string
 			for _, f := range frames {
-				fpNames = append(fpNames, s.Symbols.Name(f.PC))
+				fpNames = append(fpNames, s.Symbols.Func(f.PC))
 			}
 			if want := without(s.Expect, fpMiss...); !slices.Equal(fpNames, want) {
 				t.Errorf("FP walk\n got %v\nwant %v", fpNames, want)
@@ -99,7 +99,7 @@ func TestCommittedSnapshots(t *testing.T) {
 			}
 			var scsNames []string
 			for _, e := range entries {
-				scsNames = append(scsNames, s.Symbols.Name(e.PC))
+				scsNames = append(scsNames, s.Symbols.Func(e.PC))
 			}
 			if want := without(s.Expect, scsMiss...); !slices.Equal(scsNames, want) {
 				t.Errorf("SCS copy\n got %v\nwant %v", scsNames, want)
@@ -136,7 +136,7 @@ func TestCommittedSnapshots(t *testing.T) {
 func TestStaleSlotsNotRead(t *testing.T) {
 	s := load(t, "../../testdata/arm64/snapshots/clang-pacret-pauth-chain.json")
 	v, ok := s.Memory.Load(s.Regs.X18)
-	if !ok || v == 0 || s.Symbols.Name(s.Layout.Strip(v)) != "warm" {
+	if !ok || v == 0 || s.Symbols.Func(s.Layout.Strip(v)) != "warm" {
 		t.Fatalf("slot at x18 = %#x, %v: want a stale return address into warm", v, ok)
 	}
 	entries, err := SCS(s)
@@ -160,7 +160,7 @@ func TestSignalCrossesStacks(t *testing.T) {
 	}
 	var kinds []string
 	for _, f := range frames {
-		kinds = append(kinds, fmt.Sprintf("%s:%v", s.Symbols.Name(f.PC), f.Stack))
+		kinds = append(kinds, fmt.Sprintf("%s:%v", s.Symbols.Func(f.PC), f.Stack))
 	}
 	got := strings.Join(kinds, " ")
 	i, k := strings.Index(got, "sigreturn_tramp"), strings.Index(got, "sig_raise")
@@ -187,16 +187,16 @@ func Example() {
 	frames, end, err := FP(s)
 	fmt.Print("fp:  ")
 	for _, fr := range frames {
-		fmt.Print(" ", s.Symbols.Name(fr.PC))
+		fmt.Print(" ", s.Symbols.Func(fr.PC))
 	}
 	fmt.Println(" | ended at fp == 0:", end == fp.EndZeroFP, err)
 	entries, err := SCS(s)
 	fmt.Print("scs: ")
 	for _, e := range entries {
-		fmt.Print(" ", s.Symbols.Name(e.PC))
+		fmt.Print(" ", s.Symbols.Func(e.PC))
 	}
 	fmt.Println(" |", err)
-	fmt.Println("x30:", s.Symbols.Name(s.Layout.Strip(s.Regs.X30)))
+	fmt.Println("x30:", s.Symbols.Func(s.Layout.Strip(s.Regs.X30)))
 	// Output:
 	// fp:   capture_leaf leaf_root main _start | ended at fp == 0: true <nil>
 	// scs:  leaf_root main | <nil>
@@ -284,7 +284,7 @@ func TestConcurrentUnwinds(t *testing.T) {
 				}
 				if err == nil {
 					for i, f := range frames {
-						if f != want[i] || s.Symbols.Name(f.PC) != s.Expect[i] {
+						if f != want[i] || s.Symbols.Func(f.PC) != s.Expect[i] {
 							err = fmt.Errorf("frame %d: %+v, want %+v (%s)", i, f, want[i], s.Expect[i])
 							break
 						}

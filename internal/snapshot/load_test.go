@@ -94,7 +94,7 @@ func TestLoadValid(t *testing.T) {
 	if got := strings.Join(s.Expect, ","); got != "f,g,main" {
 		t.Errorf("Expect = %q", got)
 	}
-	if got := s.Symbols.Format(0x1024); got != "g+0x4" {
+	if got := s.Symbols.Name(0x1024); got != "g+0x4" {
 		t.Errorf("Format(0x1024) = %q", got)
 	}
 }
@@ -285,7 +285,7 @@ func TestLoadCommitted(t *testing.T) {
 			if len(s.Expect) < 5 {
 				t.Fatalf("expect chain %v too short", s.Expect)
 			}
-			if got := s.Symbols.Name(s.Regs.PC); got != s.Expect[0] {
+			if got := s.Symbols.Func(s.Regs.PC); got != s.Expect[0] {
 				t.Errorf("pc %#x symbolizes to %q, want %q", s.Regs.PC, got, s.Expect[0])
 			}
 			for _, name := range s.Expect {
@@ -293,7 +293,7 @@ func TestLoadCommitted(t *testing.T) {
 					t.Errorf("expect names %q, not among the symbols", name)
 				}
 			}
-			if s.Symbols.Name(s.Layout.Strip(s.Regs.X30)) == "" {
+			if s.Symbols.Func(s.Layout.Strip(s.Regs.X30)) == "" {
 				t.Errorf("x30 %#x does not strip to a symbol", s.Regs.X30)
 			}
 			// Every used SCS slot is a return address whose PAC, if any,
@@ -311,7 +311,7 @@ func TestLoadCommitted(t *testing.T) {
 				if v>>48 != 0 {
 					signed++
 				}
-				if s.Symbols.Name(s.Layout.Strip(v)) == "" {
+				if s.Symbols.Func(s.Layout.Strip(v)) == "" {
 					t.Errorf("SCS slot %#x = %#x does not strip to a symbol", a, v)
 				}
 			}

@@ -1,8 +1,7 @@
-package snapshot
+package symtab
 
 import (
 	"fmt"
-	"os"
 	"testing"
 )
 
@@ -37,12 +36,12 @@ func TestSymbolizer(t *testing.T) {
 		{0xffff_ffff_ffff_ffff, "0xffffffffffffffff"},
 	}
 	for _, tt := range tests {
-		if got := s.Format(tt.pc); got != tt.want {
-			t.Errorf("Format(%#x) = %q, want %q", tt.pc, got, tt.want)
+		if got := s.Name(tt.pc); got != tt.want {
+			t.Errorf("Name(%#x) = %q, want %q", tt.pc, got, tt.want)
 		}
 	}
-	if s.Name(0x1100) != "" || s.Name(0x1044) != "inner" {
-		t.Errorf("Name: %q %q", s.Name(0x1100), s.Name(0x1044))
+	if s.Func(0x1100) != "" || s.Func(0x1044) != "inner" {
+		t.Errorf("Func: %q %q", s.Func(0x1100), s.Func(0x1044))
 	}
 	// Differential check against a linear scan picking the latest-starting,
 	// then smallest, containing symbol.
@@ -76,38 +75,4 @@ func BenchmarkLookup(b *testing.B) {
 		s.Lookup(pc)
 		pc = (pc+4099*4)&(1<<18-1) | 0x400000
 	}
-}
-
-func Example() {
-	f, err := os.Open("../../testdata/arm64/snapshots/gcc-pacret-pauth-chain.json")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer f.Close()
-	s, err := Load(f)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Println("pc:", s.Symbols.Name(s.Regs.PC))
-	// Walk the frame records {fp, lr} from x29, stripping each PAC.
-	for fp := s.Regs.X29; fp != 0; {
-		next, ok1 := s.Memory.Load(fp)
-		lr, ok2 := s.Memory.Load(fp + 8)
-		if !ok1 || !ok2 {
-			break
-		}
-		fmt.Println("lr:", s.Symbols.Name(s.Layout.Strip(lr)))
-		fp = next
-	}
-	// Output:
-	// pc: capture
-	// lr: shape_args
-	// lr: shape_vla
-	// lr: shape_callee
-	// lr: shape_big
-	// lr: chain_root
-	// lr: main
-	// lr: _start
 }

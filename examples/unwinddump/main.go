@@ -1,0 +1,119 @@
+// Command unwinddump unwinds a snapshot of a real arm64 program with both
+// techniques and prints the two traces side by side, symbolized, with raw
+// and PAC-stripped addresses, and explains every difference.
+//
+//	go run ./examples/unwinddump testdata/arm64/snapshots/clang-pacret-pauth-signal.json
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/unwindkit/unwindkit/unwind"
+)
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: unwinddump SNAPSHOT.json")
+		os.Exit(2)
+	}
+	if err := dump(os.Stdout, os.Args[1]); err != nil {
+		fmt.Fprintln(os.Stderr, "unwinddump:", err)
+		os.Exit(1)
+	}
+}
+
+func dump(w io.Writer, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	s, err := unwind.LoadSnapshot(f)
+	if err != nil {
+		return err
+	}
+	sym := s.Symbolizer()
+	fmt.Fprintf(w, "snapshot %s: va_bits %d, tbi %v\n", path, s.VABits, s.TBI)
+	fmt.Fprintf(w, "regs: pc %s, sp %#x, x18 %#x, x29 %#x, x30 %#x (%s)\n", sym.Name(s.Layout.Strip(s.Regs.PC)),
+		s.Regs.SP, s.Regs.X18, s.Regs.X29, s.Regs.X30, sym.Name(s.Layout.Strip(s.Regs.X30)))
+	for _, r := range s.Regions() {
+		fmt.Fprintf(w, "region %-10s %-6s [%#x, %#x)\n", r.Name, r.Kind, r.Base, r.Base+r.Size)
+	}
+	traces := map[unwind.Method][]unwind.Frame{}
+	errsOf := map[unwind.Method]error{}
+	for _, m := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
+		src, err := s.Source(m)
+		if err != nil {
+			errsOf[m] = err
+			continue
+		}
+		for fr, err := range src.Frames() {
+			if err != nil {
+				errsOf[m] = err
+				break
+			}
+			traces[m] = append(traces[m], fr)
+		}
+	}
+	fmt.Fprintf(w, "\nSCS copy: %d frames; FP walk: %d frames\n\n", len(traces[unwind.MethodSCS]), len(traces[unwind.MethodFP]))
+	cmp := unwind.CompareTraces(sym, traces[unwind.MethodSCS], traces[unwind.MethodFP])
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tSCS raw\tSCS\tFP raw\tFP [source]\twhy they differ")
+	cell := func(fr unwind.Frame, ok bool) (string, string) {
+		if !ok {
+			return "-", "-"
+		}
+		return fmt.Sprintf("%#x", fr.Raw), sym.Name(fr.PC)
+	}
+	for i, r := range cmp.Rows {
+		sr, sn := cell(r.SCS, r.InSCS)
+		fr, fn := cell(r.FP, r.InFP)
+		if r.InFP {
+			fn += " [" + r.FP.Source.String() + "]"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", i, sr, sn, fr, fn, r.Note)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, m := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
+		if err := errsOf[m]; err != nil {
+			fmt.Fprintf(w, "%v ended with: %v\n", m, err)
+		}
+	}
+	if len(s.Expect) > 0 {
+		fmt.Fprintf(w, "\nknown chain: %s\n", strings.Join(s.Expect, " <- "))
+		for _, m := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
+			var got []string
+			for _, fr := range traces[m] {
+				got = append(got, sym.Func(fr.PC))
+			}
+			fmt.Fprintf(w, "%-3v sees %2d of %d: missing %s\n", m, len(got), len(s.Expect), missing(s.Expect, got))
+		}
+	}
+	return nil
+}
+
+// missing lists the expected names that got lacks (as a multiset).
+func missing(expect, got []string) string {
+	left := map[string]int{}
+	for _, g := range got {
+		left[g]++
+	}
+	var out []string
+	for _, e := range expect {
+		if left[e] > 0 {
+			left[e]--
+			continue
+		}
+		out = append(out, e)
+	}
+	if len(out) == 0 {
+		return "nothing"
+	}
+	return strings.Join(out, ", ")
+}

@@ -1,0 +1,138 @@
+package unwind
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/internal/snapshot"
+	"github.com/unwindkit/unwindkit/ptrauth"
+	"github.com/unwindkit/unwindkit/scs"
+)
+
+// Snapshot is a capture of a real arm64 thread: registers, memory regions
+// (stacks, shadow call stack), symbols and, optionally, the known call
+// chain. See LoadSnapshot for the format.
+type Snapshot struct {
+	// VABits and TBI describe the captured addresses' layout; Layout is
+	// the PAC layout built from them.
+	VABits int
+	TBI    bool
+	Layout ptrauth.Layout
+	// Regs are the captured registers (PC and X30 may carry a PAC).
+	Regs Regs
+	// SCSBase is the base of the shadow call stack x18 points into; valid
+	// when HasSCS.
+	SCSBase uint64
+	HasSCS  bool
+	// Expect is the known call chain, innermost first, by symbol name; nil
+	// when the snapshot gives none.
+	Expect []string
+
+	s   *snapshot.Snapshot
+	sym *Symbolizer
+}
+
+// Regs are a captured thread's registers.
+type Regs struct {
+	PC, SP, X18, X29, X30 uint64
+}
+
+// Region describes one captured memory region.
+type Region struct {
+	Name, Kind string
+	Base, Size uint64
+}
+
+// LoadSnapshot reads a snapshot (format version 1):
+//
+//	{
+//	  "version": 1, "arch": "arm64",
+//	  "va_bits": 48,                 // PAC bits start at va_bits
+//	  "tbi": true,                   // top-byte-ignore for these addresses
+//	  "regs": {"pc": "0x…", "sp": "0x…", "x18": "0x…", "x29": "0x…", "x30": "0x…"},
+//	  "scs_base": "0x…",             // optional: the shadow call stack x18 points into
+//	  "regions": [{"name": "stack", "kind": "stack", "base": "0x…", "data": "<base64>"},
+//	              {"name": "scs", "kind": "scs", "base": "0x…", "data": "…"}, …],
+//	  "symbols": [{"name": "f1", "addr": "0x…", "size": 64}, …],
+//	  "expect": ["capture", "f8", …] // optional: known chain, innermost first
+//	}
+//
+// Numbers are hex strings with a 0x prefix; data is standard base64 of the
+// little-endian bytes. Unknown fields are ignored. A missing required
+// field, bad hex, overlapping regions, a region over 64 MiB, or a register
+// outside every region it must point into is an error naming the field
+// (wrapping ErrCorrupt). testdata/README.md documents every field.
+func LoadSnapshot(r io.Reader) (*Snapshot, error) {
+	s, err := snapshot.Load(r)
+	if err != nil {
+		return nil, err
+	}
+	out := &Snapshot{
+		VABits: s.VABits, TBI: s.TBI, Layout: s.Layout,
+		Regs:    Regs{PC: s.Regs.PC, SP: s.Regs.SP, X18: s.Regs.X18, X29: s.Regs.X29, X30: s.Regs.X30},
+		SCSBase: s.SCSBase, HasSCS: s.HasSCS, Expect: s.Expect, s: s,
+	}
+	out.sym = s.Symbols
+	return out, nil
+}
+
+// Symbolizer returns the snapshot's symbolizer.
+func (s *Snapshot) Symbolizer() *Symbolizer { return s.sym }
+
+// Regions describes the captured regions in address order.
+func (s *Snapshot) Regions() []Region {
+	var out []Region
+	for _, r := range s.s.Memory.Regions() {
+		out = append(out, Region{Name: r.Name, Kind: r.Kind, Base: r.Base, Size: r.Size()})
+	}
+	return out
+}
+
+// Source returns a Source unwinding the snapshot: MethodSCS copies the
+// shadow call stack from x18 down to scs_base (ErrNotSupported without
+// one); MethodFP walks frame records from x29 over every stack region,
+// starting with pc, ending successfully at a zero frame pointer as an
+// AAPCS64 user-space chain does. MethodAuto is SCS when there is one.
+//
+// What each cannot see: the SCS copy lacks the innermost pc (it is not a
+// return address), a return address still in x30 (a leaf's caller), the
+// pc a signal interrupted, and the frames of uninstrumented callers (main
+// and _start in the committed captures); the FP walk lacks a return
+// address still in x30.
+func (s *Snapshot) Source(method Method) (*Source, error) {
+	if method == MethodAuto {
+		method = MethodFP
+		if s.HasSCS {
+			method = MethodSCS
+		}
+	}
+	src := &Source{method: method, sym: s.sym}
+	switch method {
+	case MethodSCS:
+		r := s.s.SCSRegion()
+		if r == nil {
+			return nil, fmt.Errorf("unwind: snapshot has no shadow call stack: %w", ErrNotSupported)
+		}
+		src.scs = scs.NewSnapshotView(r, s.SCSBase, s.Regs.X18, s.Layout)
+	case MethodFP:
+		c := fp.Config{
+			Mem:        s.s.Memory,
+			FP:         s.Regs.X29,
+			PC:         s.Regs.PC,
+			Layout:     s.Layout,
+			ZeroFPEnds: true,
+		}
+		for _, r := range s.s.StackRegions() {
+			kind := fp.Extra
+			if r.Name == "stack" {
+				kind = fp.Task
+			}
+			c.Stacks = append(c.Stacks, fp.Stack{Kind: kind, Low: r.Base, High: r.End(), Name: r.Name})
+		}
+		src.fp = c
+	default:
+		return nil, fmt.Errorf("unwind: unknown method %v", method)
+	}
+	return src, nil
+}

@@ -1,0 +1,136 @@
+package unwind
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func loadSnap(t testing.TB, path string) *Snapshot {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s, err := LoadSnapshot(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return s
+}
+
+func names(t testing.TB, s *Snapshot, method Method) ([]string, []Frame) {
+	t.Helper()
+	src, err := s.Source(method)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := collect(src)
+	if err != nil {
+		t.Fatalf("%v: %v", method, err)
+	}
+	var out []string
+	for _, f := range fs {
+		out = append(out, s.Symbolizer().Func(f.PC))
+	}
+	return out, fs
+}
+
+func drop(chain []string, names ...string) []string {
+	out := slices.Clone(chain)
+	for _, n := range names {
+		if i := slices.Index(out, n); i >= 0 {
+			out = slices.Delete(out, i, i+1)
+		}
+	}
+	return out
+}
+
+// TestSnapshotsPublicAPI unwinds every committed real capture through
+// LoadSnapshot and Source with both techniques: each symbolizes to the
+// known chain minus exactly what its rules say it cannot see (the SCS
+// copy: the innermost pc, _start because main is not instrumented, a
+// leaf's caller whose return address is only in x30, the pc a signal
+// interrupted; the FP walk: only the leaf's caller).
+func TestSnapshotsPublicAPI(t *testing.T) {
+	files, _ := filepath.Glob("../testdata/arm64/snapshots/*.json")
+	if len(files) < 30 {
+		t.Fatalf("found %d snapshots, want at least 30", len(files))
+	}
+	for _, path := range files {
+		base := strings.TrimSuffix(filepath.Base(path), ".json")
+		scenario := base[strings.LastIndex(base, "-")+1:]
+		t.Run(base, func(t *testing.T) {
+			s := loadSnap(t, path)
+			scsMiss := []string{s.Expect[0], "_start"}
+			var fpMiss []string
+			switch scenario {
+			case "leaf":
+				scsMiss = append(scsMiss, "leaf_mid")
+				fpMiss = append(fpMiss, "leaf_mid")
+			case "signal":
+				scsMiss = append(scsMiss, "sig_raise")
+			}
+			gotFP, fpFrames := names(t, s, MethodFP)
+			if want := drop(s.Expect, fpMiss...); !slices.Equal(gotFP, want) {
+				t.Errorf("FP\n got %v\nwant %v", gotFP, want)
+			}
+			gotSCS, scsFrames := names(t, s, MethodSCS)
+			if want := drop(s.Expect, scsMiss...); !slices.Equal(gotSCS, want) {
+				t.Errorf("SCS\n got %v\nwant %v", gotSCS, want)
+			}
+			// The explanation lines the two up: every SCS frame is matched
+			// in the FP walk; every FP-only frame has a reason.
+			cmp := CompareTraces(s.Symbolizer(), scsFrames, fpFrames)
+			for _, r := range cmp.Rows {
+				if r.InSCS && !r.InFP {
+					t.Errorf("SCS-only frame %s in a fully framed program", s.Symbolizer().Name(r.SCS.PC))
+				}
+				if r.InFP && !r.InSCS && r.Note == "" {
+					t.Errorf("FP-only frame %s without an explanation", s.Symbolizer().Name(r.FP.PC))
+				}
+			}
+			// Auto picks the SCS copy.
+			src, _ := s.Source(MethodAuto)
+			if src.Method() != MethodSCS {
+				t.Errorf("auto chose %v", src.Method())
+			}
+		})
+	}
+}
+
+func TestSnapshotNoSCS(t *testing.T) {
+	f, err := os.ReadFile("../testdata/arm64/snapshots/clang-nopac-pauth-chain.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Drop the scs_base field: the snapshot then has no shadow call stack.
+	txt := string(f)
+	i := strings.Index(txt, `"scs_base"`)
+	if i < 0 {
+		t.Fatal("no scs_base in the capture")
+	}
+	j := strings.Index(txt[i:], ",")
+	s, err := LoadSnapshot(strings.NewReader(txt[:i] + txt[i+j+1:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Source(MethodSCS); !errors.Is(err, ErrNotSupported) {
+		t.Fatalf("SCS without scs_base: %v", err)
+	}
+	if src, err := s.Source(MethodAuto); err != nil || src.Method() != MethodFP {
+		t.Fatalf("auto without scs: %v %v", src, err)
+	}
+}
+
+func TestLoadSnapshotErrors(t *testing.T) {
+	for _, bad := range []string{"", "{", `{"version": 2}`, `{"version": 1, "arch": "x86_64"}`} {
+		if _, err := LoadSnapshot(strings.NewReader(bad)); err == nil {
+			t.Errorf("LoadSnapshot(%q) succeeded", bad)
+		}
+	}
+}
