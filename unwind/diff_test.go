@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/unwindkit/unwindkit/internal/arm64"
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
 
@@ -125,6 +126,9 @@ func (s *script) check(c *CPU, opts SaveOptions, store []uint64) {
 		if !errors.Is(err, want.Err) || (err == nil) != (want.Err == nil) {
 			t.Fatalf("%v %+v: err = %v, want %v\ntruth: %s", method, opts, err, want.Err, m.names(truthPCs(c)))
 		}
+		if method == MethodFP && opts.Skip == 0 {
+			checkCallSites(t, m, c, store[:n])
+		}
 		if !equalPCs(store[:n], want.PCs) {
 			t.Fatalf("%v %+v mismatch in %s context:\n got   %s\n want  %s\n truth %s", method, opts, c.Context(),
 				m.names(store[:n]), m.names(want.PCs), m.names(truthPCs(c)))
@@ -219,4 +223,27 @@ func FuzzMachine(f *testing.F) {
 			s.step(b, store)
 		}
 	})
+}
+
+// checkCallSites checks that the instruction before every return address
+// the FP walk reports is a real bl or blr in the text region, except for
+// interrupted pcs (which no call produced): what a reliable unwinder may
+// verify.
+func checkCallSites(t testing.TB, m *Machine, c *CPU, pcs []uint64) {
+	t.Helper()
+	interrupted := map[uint64]bool{}
+	for _, tf := range c.Truth() {
+		if tf.Interrupted {
+			interrupted[tf.PC] = true
+		}
+	}
+	for _, pc := range pcs {
+		if interrupted[pc] {
+			continue
+		}
+		insn, ok := m.Instruction(pc - 4)
+		if !ok || !arm64.IsCall(insn) {
+			t.Fatalf("return address %s does not follow a call (insn %#08x, %v)", m.sym.Name(pc), insn, ok)
+		}
+	}
 }
