@@ -135,7 +135,7 @@ func buildText(base uint64, fns []*fn, fgraph bool) (*text, error) {
 		}
 		t.byName[f.spec.Name] = f
 	}
-	// Pass 1: addresses. Each function: prologue, one nop (the body), one
+	// Pass 1: addresses. Each function: prologue, one body instruction, one
 	// call site per callee, epilogue, ret; 16-byte aligned.
 	pc := base
 	type plan struct {
