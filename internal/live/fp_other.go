@@ -1,0 +1,41 @@
+//go:build !amd64 && !arm64
+
+package live
+
+import (
+	"runtime"
+
+	"github.com/unwindkit/unwindkit/internal/errs"
+)
+
+// Supported reports whether this GOARCH keeps frame pointers, so that
+// CallersFP works and Callers uses the frame-pointer walk.
+const Supported = false
+
+// CallersFP returns errs.ErrNotSupported: this GOARCH keeps no frame
+// pointers.
+func CallersFP(skip int, pc []uintptr) (int, error) {
+	return 0, errs.ErrNotSupported
+}
+
+// Callers is runtime.Callers with skip 0 meaning the frame that called
+// Callers. Without frame pointers it is runtime.Callers itself.
+//
+//go:noinline
+func Callers(skip int, pc []uintptr) int {
+	if skip < 0 {
+		skip = 0
+	}
+	// Frame 0 is runtime.Callers, frame 1 is this function.
+	return runtime.Callers(clampSkip(skip)+2, pc)
+}
+
+// callersSlow is Callers (tests use it on every GOARCH).
+//
+//go:noinline
+func callersSlow(skip int, pc []uintptr) int {
+	if skip < 0 {
+		skip = 0
+	}
+	return runtime.Callers(clampSkip(skip)+2, pc)
+}

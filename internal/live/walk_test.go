@@ -1,0 +1,234 @@
+package live
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/unwindkit/unwindkit/internal/errs"
+)
+
+// fakeStack is a crafted frame-record chain in a []uintptr: a record at word
+// i is {buf[i] = next fp, buf[i+1] = return pc}.
+type fakeStack struct{ buf []uintptr }
+
+func newFake(words int) *fakeStack { return &fakeStack{buf: make([]uintptr, words)} }
+
+func (f *fakeStack) addr(i int) uintptr          { return uintptr(unsafe.Pointer(&f.buf[i])) }
+func (f *fakeStack) fp(i int) unsafe.Pointer     { return unsafe.Pointer(&f.buf[i]) }
+func (f *fakeStack) rec(i int, next, pc uintptr) { f.buf[i], f.buf[i+1] = next, pc }
+
+// chain links records at the given word indexes, last one ending the chain,
+// with return pcs 0x1000, 0x1001, ...
+func (f *fakeStack) chain(idx ...int) {
+	for k, i := range idx {
+		var next uintptr
+		if k+1 < len(idx) {
+			next = f.addr(idx[k+1])
+		}
+		f.rec(i, next, 0x1000+uintptr(k))
+	}
+}
+
+func TestWalkFPFakeChains(t *testing.T) {
+	tests := []struct {
+		name    string
+		setup   func(f *fakeStack) unsafe.Pointer
+		skip    int
+		bufLen  int
+		want    []uintptr
+		wantErr string // rule, "" for none
+	}{
+		{"good", func(f *fakeStack) unsafe.Pointer { f.chain(0, 4, 10); return f.fp(0) }, 0, 8,
+			[]uintptr{0x1000, 0x1001, 0x1002}, ""},
+		{"skip", func(f *fakeStack) unsafe.Pointer { f.chain(0, 4, 10); return f.fp(0) }, 2, 8,
+			[]uintptr{0x1002}, ""},
+		{"skip all", func(f *fakeStack) unsafe.Pointer { f.chain(0, 4, 10); return f.fp(0) }, 5, 8,
+			nil, ""},
+		{"full buffer", func(f *fakeStack) unsafe.Pointer { f.chain(0, 4, 10); return f.fp(0) }, 0, 2,
+			[]uintptr{0x1000, 0x1001}, ""},
+		{"empty buffer", func(f *fakeStack) unsafe.Pointer { f.chain(0, 4, 10); return f.fp(0) }, 0, 0,
+			nil, ""},
+		{"nil start", func(f *fakeStack) unsafe.Pointer { return nil }, 0, 8, nil, ""},
+		{"misaligned start", func(f *fakeStack) unsafe.Pointer { f.chain(0, 4); return unsafe.Add(f.fp(0), 1) }, 0, 8,
+			nil, ruleMisaligned},
+		{"misaligned next", func(f *fakeStack) unsafe.Pointer {
+			f.chain(0, 4, 10)
+			f.buf[4] = f.addr(10) + 3
+			return f.fp(0)
+		}, 0, 8, []uintptr{0x1000, 0x1001}, ruleMisaligned},
+		{"self loop", func(f *fakeStack) unsafe.Pointer {
+			f.chain(0, 4)
+			f.buf[4] = f.addr(4)
+			return f.fp(0)
+		}, 0, 8, []uintptr{0x1000, 0x1001}, ruleNonMonotonic},
+		{"cycle", func(f *fakeStack) unsafe.Pointer {
+			f.chain(0, 4, 10)
+			f.buf[10] = f.addr(0)
+			return f.fp(0)
+		}, 0, 8, []uintptr{0x1000, 0x1001, 0x1002}, ruleNonMonotonic},
+		{"downward", func(f *fakeStack) unsafe.Pointer {
+			f.chain(10, 4)
+			return f.fp(10)
+		}, 0, 8, []uintptr{0x1000}, ruleNonMonotonic},
+		{"beyond max stack", func(f *fakeStack) unsafe.Pointer {
+			f.chain(0, 4)
+			f.buf[4] = f.addr(0) + maxStack
+			return f.fp(0)
+		}, 0, 8, []uintptr{0x1000, 0x1001}, ruleOutside},
+		{"skip past a bad record", func(f *fakeStack) unsafe.Pointer {
+			f.chain(0, 4)
+			f.buf[0] = 8
+			return f.fp(0)
+		}, 3, 8, nil, ruleNonMonotonic},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(16)
+			fp := tc.setup(f)
+			store := make([]uintptr, tc.bufLen+2)
+			store[tc.bufLen], store[tc.bufLen+1] = 0xdead, 0xbeef
+			n, err := walkFP(fp, tc.skip, store[:tc.bufLen])
+			if store[tc.bufLen] != 0xdead || store[tc.bufLen+1] != 0xbeef {
+				t.Fatal("wrote beyond len(pc)")
+			}
+			if !slices.Equal(store[:n], tc.want) {
+				t.Errorf("pcs %#x, want %#x", store[:n], tc.want)
+			}
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("err %v", err)
+				}
+				return
+			}
+			var ce *errs.CorruptError
+			if !errors.As(err, &ce) || ce.Rule != tc.wantErr || !errors.Is(err, errs.ErrCorrupt) {
+				t.Fatalf("err %v, want rule %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// Random words in a fake stack never make the walk read outside it: every
+// followed fp lies strictly above the previous one inside the buffer, or
+// the walk stops. (Values are kept inside the buffer or rejected by the
+// checks, so nothing outside it is ever dereferenced.)
+func FuzzWalkFP(f *testing.F) {
+	f.Add([]byte{0, 4, 10, 0xff}, uint8(0))
+	f.Add([]byte{3, 3, 3}, uint8(1))
+	f.Fuzz(func(t *testing.T, links []byte, skip uint8) {
+		const words = 64
+		fk := newFake(words + 2)
+		for i := 0; i+1 < words; i += 2 {
+			fk.buf[i+1] = 0x1000 + uintptr(i)
+			if len(links) == 0 {
+				continue
+			}
+			l := int(links[(i/2)%len(links)])
+			switch {
+			case l == 0xff:
+				fk.buf[i] = 0
+			case l < 0x80 && l/2 < words:
+				// A word index or a misaligned address inside the buffer,
+				// possibly at or below the record itself.
+				fk.buf[i] = fk.addr(l%words) + uintptr(l&1)*3
+			default:
+				fk.buf[i] = uintptr(l) // small bogus value: rejected as not above
+			}
+		}
+		pc := make([]uintptr, 100)
+		n, err := walkFP(fk.fp(0), int(skip), pc)
+		if n > len(pc) || n > words/2+1 {
+			t.Fatalf("n = %d", n)
+		}
+		if err != nil && !errors.Is(err, errs.ErrCorrupt) {
+			t.Fatalf("err %v", err)
+		}
+		for _, p := range pc[:n] {
+			if p < 0x1000 || p >= 0x1000+words {
+				t.Fatalf("pc %#x read from outside the records", p)
+			}
+		}
+	})
+}
+
+// CallersFP returns physical frames: for every skip it is the skip-0 walk
+// shifted, and after CallersFrames it shows the runtime's frames plus the
+// wrappers the runtime hides.
+func TestCallersFP(t *testing.T) {
+	if !Supported {
+		n, err := CallersFP(0, make([]uintptr, 8))
+		if n != 0 || !errors.Is(err, errs.ErrNotSupported) {
+			t.Fatalf("CallersFP on %s: %d, %v; want 0, ErrNotSupported", runtime.GOARCH, n, err)
+		}
+		return
+	}
+	out := make(chan error)
+	go fpWorker(3, out) // a gowrap frame at the bottom
+	if err := <-out; err != nil {
+		t.Fatal(err)
+	}
+}
+
+//go:noinline
+func fpWorker(d int, out chan<- error) {
+	if d > 0 {
+		fpWorker(d-1, out)
+		return
+	}
+	out <- checkFP()
+}
+
+//go:noinline
+func checkFP() error {
+	var all [][]uintptr
+	var rt []uintptr
+	for s := 0; s < 64; s++ {
+		pc := make([]uintptr, 64)
+		var n int
+		var err error
+		if s == 0 {
+			rt = make([]uintptr, 64)
+			rt = rt[:runtime.Callers(1, rt)]
+		}
+		n, err = CallersFP(s, pc)
+		if err != nil {
+			return err
+		}
+		all = append(all, pc[:n])
+	}
+	full := all[0]
+	for s, got := range all {
+		want := full[min(s, len(full)):]
+		if s == 0 {
+			continue
+		}
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("skip %d: %#x, want %#x", s, got, want)
+		}
+	}
+	fp, rf := framesOf(full), framesOf(rt)
+	var kept []frame
+	sawWrap := false
+	for _, f := range fp {
+		if strings.Contains(f.Function, ".gowrap") {
+			sawWrap = true
+			continue
+		}
+		kept = append(kept, f)
+	}
+	if !sawWrap {
+		return fmt.Errorf("physical frames lack the gowrap wrapper: %v", fp)
+	}
+	if fmt.Sprint(kept[1:]) != fmt.Sprint(rf[1:]) || kept[0].Function != rf[0].Function {
+		return fmt.Errorf("frames differ:\nCallersFP: %v\nruntime:   %v", kept, rf)
+	}
+	if rf[len(rf)-1].Function != "runtime.goexit" {
+		return fmt.Errorf("last frame %v", rf[len(rf)-1])
+	}
+	return nil
+}

@@ -1,0 +1,48 @@
+package unwind
+
+import "github.com/unwindkit/unwindkit/internal/live"
+
+// Callers is a drop-in for runtime.Callers that walks frame pointers. It
+// stores in pc the program counters of the calling goroutine's stack and
+// returns how many it stored. skip 0 is the frame of Callers itself, 1 its
+// caller, and so on, counting logical frames (calls inlined into a function
+// count) exactly as runtime.Callers counts them. The result is what
+// runtime.Callers would store at the same place: inlined calls expanded,
+// compiler wrappers (such as the closure of a go statement) hidden unless
+// they called a panic function, and runtime.goexit last; pass it to
+// runtime.CallersFrames. Above the caller the pcs are identical to
+// runtime.Callers'; the caller's own pc is that of its call to Callers.
+//
+// On amd64 and arm64 Callers walks frame pointers, and each frame costs a
+// lookup in a lock-free cache that maps a return address to the logical
+// frames the runtime records for it. A return address not yet in the cache
+// is learned once from the runtime itself (that call costs a
+// runtime.Callers plus a runtime.CallersFrames lookup per new frame). Stacks the frame pointers cannot reproduce (a
+// panic from a fault, that is runtime.sigpanic on the stack; a cgo
+// callback; a broken frame-pointer chain) and every GOARCH without frame
+// pointers are answered by runtime.Callers.
+//
+// Callers is safe for concurrent use.
+func Callers(skip int, pc []uintptr) int {
+	return live.Callers(skip, pc)
+}
+
+// CallersFP stores in pc the physical return addresses of the calling
+// goroutine's frame-pointer chain and returns how many it stored. skip 0 is
+// the frame of CallersFP itself, 1 its caller, and so on, counting physical
+// frames: a function and the calls inlined into it are one frame, and
+// compiler wrappers are not hidden. runtime.CallersFrames expands the
+// inlined calls of the result.
+//
+// The walk stops at the end of the chain (the goroutine's entry frame,
+// called from runtime.goexit), when pc is full, or at a frame record whose
+// saved frame pointer is misaligned, not strictly above the previous one, or
+// more than the maximum goroutine stack above the first; then it returns the
+// frames found so far and a *CorruptError. On a GOARCH without frame
+// pointers (anything but amd64 and arm64) it returns 0 and ErrNotSupported.
+//
+//go:noinline
+func CallersFP(skip int, pc []uintptr) (int, error) {
+	// noinline: frame 0 must be CallersFP's own frame, not its caller's.
+	return live.CallersFP(skip, pc)
+}
