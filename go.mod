@@ -3,6 +3,7 @@ module github.com/unwindkit/unwindkit
 go 1.26.0
 
 require (
-	golang.org/x/arch v0.33.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
+	golang.org/x/arch v0.33.0
+	golang.org/x/sys v0.50.0
 )
