@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/mem"
 	"github.com/unwindkit/unwindkit/ptrauth"
 	"github.com/unwindkit/unwindkit/scs"
@@ -129,7 +130,7 @@ type Machine struct {
 	mem  *mem.Memory
 	text *text
 	sym  *Symbolizer
-	scs  scsDriver // nil when the shadow call stack is off
+	scs  *scs.Model // nil when the shadow call stack is off
 	cpus []*CPU
 
 	mu    sync.Mutex // tasks, Switch, the allocator
@@ -148,7 +149,7 @@ type Task struct {
 	ptRegs   uint64
 	graph    *retStack
 	kprobe   *retStack
-	scsState any
+	scsState *scs.Task
 	entry    *fn      // not yet started: ret_from_fork calls it on first Switch
 	ctx      *context // its task context (live chain)
 	cpu      int      // -1 when not running
@@ -229,6 +230,9 @@ type CPU struct {
 	irqStack, sdeiNormal, sdeiCritical, overflow *mem.Region
 	sdeiRegs                                     [2]*mem.Region // registered event regs
 
+	stacksTask *Task      // the task stacksList was built for
+	stacksList []fp.Stack // published to FP walks; rebuilt on Switch
+
 	seq atomic.Uint64            // odd while the CPU changes state
 	pub atomic.Pointer[pubState] // registers for concurrent unwinders
 }
@@ -247,11 +251,20 @@ func NewMachine(cfg Config) (*Machine, error) {
 		return nil, err
 	}
 	if cfg.SCS {
-		d, err := newSCSDriver(m)
+		sm, err := scs.New(scs.Config{
+			Size:              cfg.SCSSize,
+			Policy:            cfg.Policy,
+			NumCPU:            cfg.NumCPU,
+			Layout:            cfg.Layout,
+			KeepInterruptedPC: cfg.KeepInterruptedPC,
+			Mem:               m.mem,
+		}, func(name, kind string, size uint64) (*mem.Region, error) {
+			return m.alloc(name, kind, size, size)
+		})
 		if err != nil {
 			return nil, err
 		}
-		m.scs = d
+		m.scs = sm
 	}
 	for i := 0; i < cfg.NumCPU; i++ {
 		c := &CPU{m: m, id: i}
@@ -458,7 +471,7 @@ func (m *Machine) NewTask(name, entry string) (*Task, error) {
 		*rs = &retStack{region: r}
 	}
 	if m.scs != nil {
-		if t.scsState, err = m.scs.newTask(name); err != nil {
+		if t.scsState, err = m.scs.NewTask(name); err != nil {
 			return nil, err
 		}
 	}
@@ -496,7 +509,7 @@ func (c *CPU) Switch(t *Task) error {
 	c.begin()
 	defer c.end()
 	if m.scs != nil {
-		if err := m.scs.switchTo(c.id, t.scsState); err != nil {
+		if err := m.scs.Switch(c.id, t.scsState); err != nil {
 			return err
 		}
 	}
@@ -602,7 +615,7 @@ func (c *CPU) enter(ctx *context, caller *activation, callee *fn, ret uint64) er
 		lr = m.cfg.Layout.Sign(lr, sp, m.cfg.Key, m.cfg.Algorithm)
 	}
 	if callee.scs {
-		if err := m.scs.push(c.id, lr); err != nil {
+		if err := m.scs.Push(c.id, lr); err != nil {
 			return fmt.Errorf("unwind: calling %s: %w", callee.spec.Name, err)
 		}
 	}
@@ -665,12 +678,12 @@ func (c *CPU) leave(ctx *context) error {
 		}
 	}
 	if f.scs {
-		v, err := m.scs.pop(c.id)
+		v, err := m.scs.Pop(c.id)
 		if err != nil {
 			return fmt.Errorf("unwind: returning from %s: %w", f.spec.Name, err)
 		}
 		if v != a.saved {
-			_ = m.scs.push(c.id, v)
+			_ = m.scs.Push(c.id, v)
 			return fmt.Errorf("unwind: returning from %s: shadow call stack holds %#x, pushed %#x", f.spec.Name, v, a.saved)
 		}
 	}
@@ -747,7 +760,7 @@ func (c *CPU) EnterIRQ() error {
 	}
 	ctx.slot = slot
 	if m.scs != nil {
-		if err := m.scs.enterIRQ(c.id, slot, ipc); err != nil {
+		if err := m.scs.EnterIRQ(c.id, slot, ipc); err != nil {
 			return c.abortEntry(ctx, 3, err)
 		}
 	}
@@ -756,7 +769,7 @@ func (c *CPU) EnterIRQ() error {
 	if err := c.enter(irq, ctx.top(), m.text.byName[FnHandleIRQ], cois.blr+4); err != nil {
 		c.ctxs = c.ctxs[:len(c.ctxs)-1]
 		if m.scs != nil {
-			_ = m.scs.exitIRQ(c.id)
+			_ = m.scs.ExitIRQ(c.id)
 		}
 		return c.abortEntry(ctx, 3, err)
 	}
@@ -807,7 +820,7 @@ func (c *CPU) ExitIRQ() error {
 		return err
 	}
 	if m.scs != nil {
-		if err := m.scs.exitIRQ(c.id); err != nil {
+		if err := m.scs.ExitIRQ(c.id); err != nil {
 			return err
 		}
 	}
@@ -880,7 +893,7 @@ func (c *CPU) EnterSDEI(critical bool) error {
 		slot = ctx.sp
 	}
 	if m.scs != nil {
-		if err := m.scs.enterSDEI(c.id, critical, slot, ipc); err != nil {
+		if err := m.scs.EnterSDEI(c.id, critical, slot, ipc); err != nil {
 			if slot != 0 {
 				ctx.sp += 16
 			}
@@ -900,7 +913,7 @@ func (c *CPU) EnterSDEI(critical bool) error {
 	if err := c.enter(nctx, nctx.acts[0], m.text.byName[FnSDEIHandler], asm.sites[FnSDEIHandler]+4); err != nil {
 		c.ctxs = c.ctxs[:len(c.ctxs)-1]
 		if m.scs != nil {
-			_ = m.scs.exitSDEI(c.id)
+			_ = m.scs.ExitSDEI(c.id)
 		}
 		if slot != 0 {
 			ctx.sp += 16
@@ -930,7 +943,7 @@ func (c *CPU) ExitSDEI() error {
 		return err
 	}
 	if c.m.scs != nil {
-		if err := c.m.scs.exitSDEI(c.id); err != nil {
+		if err := c.m.scs.ExitSDEI(c.id); err != nil {
 			return err
 		}
 	}
@@ -949,5 +962,5 @@ func (m *Machine) SCSStats() (st scs.Stats, ok bool) {
 	if m.scs == nil {
 		return st, false
 	}
-	return m.scs.model().Stats(), true
+	return m.scs.Stats(), true
 }

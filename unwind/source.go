@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"runtime"
+	"sync"
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/errs"
@@ -214,12 +215,19 @@ func (src *Source) name(pc uint64) string {
 type pubState struct {
 	seq     uint64
 	task    *Task
+	stacks  []fp.Stack // the FP walk's accessible stacks for task
 	x29, pc uint64
 	ctx     Context
 }
 
 func (c *CPU) publish(seq uint64) {
 	p := &pubState{seq: seq, task: c.task}
+	if c.task != nil {
+		if c.stacksTask != c.task {
+			c.stacksTask, c.stacksList = c.task, c.stacks(c.task)
+		}
+		p.stacks = c.stacksList
+	}
 	if c.task != nil && len(c.ctxs) > 0 {
 		ctx := c.cur()
 		p.x29 = ctx.x29
@@ -229,9 +237,9 @@ func (c *CPU) publish(seq uint64) {
 	c.pub.Store(p)
 }
 
-// source builds a Source for an unwinder running inline in the CPU's
-// current function, from the published state p.
-func (c *CPU) source(p *pubState, method Method, opts SaveOptions) (*Source, error) {
+// sourceInto fills src for an unwinder running inline in the CPU's current
+// function, from the published state p, without allocating.
+func (c *CPU) sourceInto(src *Source, p *pubState, method Method, opts SaveOptions) error {
 	m := c.m
 	if method == MethodAuto {
 		method = MethodFP
@@ -240,34 +248,26 @@ func (c *CPU) source(p *pubState, method Method, opts SaveOptions) (*Source, err
 		}
 	}
 	if p == nil || p.task == nil {
-		return nil, fmt.Errorf("unwind: cpu%d has no task", c.id)
+		return fmt.Errorf("unwind: cpu%d has no task", c.id)
 	}
-	src := &Source{method: method, sym: m.sym}
+	src.method, src.sym, src.fpSkip = method, m.sym, 0
 	switch method {
 	case MethodSCS:
 		if m.scs == nil {
-			return nil, fmt.Errorf("unwind: shadow call stack copy: %w", ErrNotSupported)
+			return fmt.Errorf("unwind: shadow call stack copy: %w", ErrNotSupported)
 		}
-		v, err := m.scs.view(c.id)
-		if err != nil {
-			return nil, err
+		if err := m.scs.ViewInto(c.id, &src.scs); err != nil {
+			return err
 		}
-		v.StopAtBoundary = opts.StopAtBoundary
-		src.scs = v
+		src.scs.StopAtBoundary = opts.StopAtBoundary
 	case MethodFP:
 		if !m.cfg.FramePointers {
-			return nil, fmt.Errorf("unwind: frame-pointer walk: %w", ErrNotSupported)
+			return fmt.Errorf("unwind: frame-pointer walk: %w", ErrNotSupported)
 		}
 		t := p.task
 		src.fp = fp.Config{
-			Mem: m.mem,
-			Stacks: []fp.Stack{
-				{Kind: fp.Task, Low: t.stack.Base, High: t.stack.End(), Name: t.Name},
-				{Kind: fp.IRQ, Low: c.irqStack.Base, High: c.irqStack.End(), Name: c.irqStack.Name},
-				{Kind: fp.Overflow, Low: c.overflow.Base, High: c.overflow.End(), Name: c.overflow.Name},
-				{Kind: fp.SDEINormal, Low: c.sdeiNormal.Base, High: c.sdeiNormal.End(), Name: c.sdeiNormal.Name},
-				{Kind: fp.SDEICritical, Low: c.sdeiCritical.Base, High: c.sdeiCritical.End(), Name: c.sdeiCritical.Name},
-			},
+			Mem:    m.mem,
+			Stacks: p.stacks,
 			// Start from the running function's pc and x29
 			// (kunwind_init_from_regs-like); its own pc is then
 			// dropped, so the first frame is its caller's, as for an
@@ -289,17 +289,49 @@ func (c *CPU) source(p *pubState, method Method, opts SaveOptions) (*Source, err
 		}
 		src.fpSkip = 1
 	default:
-		return nil, fmt.Errorf("unwind: unknown method %v", method)
+		return fmt.Errorf("unwind: unknown method %v", method)
 	}
-	return src, nil
+	return nil
+}
+
+// stacks returns the stacks an FP walk of the CPU may read while it runs
+// task t: the task stack and this CPU's IRQ, overflow and SDEI stacks.
+func (c *CPU) stacks(t *Task) []fp.Stack {
+	st := func(k fp.StackKind, r interface {
+		End() uint64
+	}, low uint64, name string) fp.Stack {
+		return fp.Stack{Kind: k, Low: low, High: r.End(), Name: name}
+	}
+	return []fp.Stack{
+		st(fp.Task, t.stack, t.stack.Base, t.Name),
+		st(fp.IRQ, c.irqStack, c.irqStack.Base, c.irqStack.Name),
+		st(fp.Overflow, c.overflow, c.overflow.Base, c.overflow.Name),
+		st(fp.SDEINormal, c.sdeiNormal, c.sdeiNormal.Base, c.sdeiNormal.Name),
+		st(fp.SDEICritical, c.sdeiCritical, c.sdeiCritical.Base, c.sdeiCritical.Name),
+	}
 }
 
 // Source returns a Source for an unwinder invoked inline in the CPU's
 // current function. Call it from the goroutine driving the CPU, or use
 // Unwind from any goroutine.
 func (c *CPU) Source(method Method, opts SaveOptions) (*Source, error) {
-	return c.source(c.pub.Load(), method, opts)
+	src := new(Source)
+	if err := c.sourceInto(src, c.pub.Load(), method, opts); err != nil {
+		return nil, err
+	}
+	return src, nil
 }
+
+// SourceInto is Source filling src in place, without allocating: for hot
+// paths that record a trace on every event (a KASAN-style allocator).
+func (c *CPU) SourceInto(src *Source, method Method, opts SaveOptions) error {
+	return c.sourceInto(src, c.pub.Load(), method, opts)
+}
+
+// sourcePool recycles the Sources of Unwind: a Source is large (the scs
+// View and the fp Config) and an FP walk keeps a pointer to its Config, so
+// a local one would be heap-allocated on every unwind.
+var sourcePool = sync.Pool{New: func() any { return new(Source) }}
 
 // Invocation says how the modelled code invokes the unwinder.
 type Invocation uint8
@@ -338,14 +370,17 @@ func (c *CPU) Unwind(method Method, inv Invocation, store []uint64, opts SaveOpt
 			runtime.Gosched()
 			continue
 		}
-		src, err := c.source(p, method, opts)
+		src := sourcePool.Get().(*Source)
+		err := c.sourceInto(src, p, method, opts)
 		if err != nil {
+			sourcePool.Put(src)
 			if c.seq.Load() != s1 {
 				continue
 			}
 			return 0, err
 		}
 		n, err := Save(src, store, opts.Skip)
+		sourcePool.Put(src)
 		if c.seq.Load() != s1 {
 			runtime.Gosched()
 			continue
@@ -366,10 +401,12 @@ func (c *CPU) UnwindSeq(method Method, store []uint64, opts SaveOptions) (n int,
 			runtime.Gosched()
 			continue
 		}
-		src, err := c.source(p, method, opts)
+		src := sourcePool.Get().(*Source)
+		err := c.sourceInto(src, p, method, opts)
 		if err == nil {
 			n, err = Save(src, store, opts.Skip)
 		}
+		sourcePool.Put(src)
 		if c.seq.Load() != s1 {
 			runtime.Gosched()
 			continue

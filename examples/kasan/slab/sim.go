@@ -128,6 +128,7 @@ type Sim struct {
 	specs   []taskSpec
 	running []int // task index running on each CPU, -1 for none
 	buf     [StackDepth]uint64
+	src     unwind.Source // reused by every recording: SourceInto fills it in place
 	live    []uint64 // live objects the workload may free or read
 	// taskPath and irqPath hold the random workload's current paths.
 	taskPath, irqPath path
@@ -275,11 +276,10 @@ func (s *Sim) record(cpu int) (depot.Handle, error) {
 		return 0, nil
 	}
 	c := s.m.CPU(cpu)
-	src, err := c.Source(s.method, s.opts)
-	if err != nil {
+	if err := c.SourceInto(&s.src, s.method, s.opts); err != nil {
 		return 0, err
 	}
-	n, err := unwind.Save(src, s.buf[:], 0)
+	n, err := unwind.Save(&s.src, s.buf[:], 0)
 	if err != nil {
 		// A walk that fails part-way keeps what it had, as the kernel's.
 		s.unwindEr++
@@ -668,7 +668,7 @@ func (s *Sim) RecordBench(inIRQ bool) (*RecordBench, error) {
 	trace := append([]uint64(nil), s.buf[:raw]...)
 	rb.Source = func(n int) error {
 		for range n {
-			if _, err := c.Source(s.method, s.opts); err != nil {
+			if err := c.SourceInto(&s.src, s.method, s.opts); err != nil {
 				return err
 			}
 		}

@@ -1,0 +1,30 @@
+package unwind
+
+import "testing"
+
+// BenchmarkSource measures building a Source from a running CPU (the model
+// reading registers), then the unwind itself, for an inline unwinder at
+// depth 10.
+func BenchmarkSource(b *testing.B) {
+	for _, method := range []Method{MethodSCS, MethodFP} {
+		_, c := newTestMachine(b, func(cfg *Config) { cfg.PAC = true })
+		for i := 0; i < 8; i++ {
+			must(b, c.Call("do_work"))
+		}
+		store := make([]uint64, 64)
+		b.Run(method.String()+"/source", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := c.Source(method, SaveOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(method.String()+"/unwind", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := c.Unwind(method, Inline, store, SaveOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
