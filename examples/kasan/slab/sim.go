@@ -129,7 +129,7 @@ type Sim struct {
 	running []int // task index running on each CPU, -1 for none
 	buf     [StackDepth]uint64
 	src     unwind.Source // reused by every recording: SourceInto fills it in place
-	live    []uint64 // live objects the workload may free or read
+	live    []uint64      // live objects the workload may free or read
 	// taskPath and irqPath hold the random workload's current paths.
 	taskPath, irqPath path
 	reports           []Report
