@@ -2,6 +2,7 @@ package fp
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -161,7 +162,7 @@ func TestReliable(t *testing.T) {
 	c := m.config(s, pc(0))
 	c.Reliable = true
 	frames, end, err := walkAll(c)
-	if err != nil || end != EndFinal || !eqU64(pcs(frames), want) {
+	if err != nil || end != EndFinal || !slices.Equal(pcs(frames), want) {
 		t.Fatalf("task chain: %v %v %x", end, err, pcs(frames))
 	}
 	// An exception boundary is not: the frames before it, then
@@ -173,7 +174,7 @@ func TestReliable(t *testing.T) {
 	if end != EndError || !errors.Is(err, ErrUnreliable) || errors.Is(err, ErrCorrupt) {
 		t.Fatalf("irq: end %v err %v", end, err)
 	}
-	if want := []uint64{pc(0), pc(53), pc(52), pc(51)}; !eqU64(pcs(frames), want) {
+	if want := []uint64{pc(0), pc(53), pc(52), pc(51)}; !slices.Equal(pcs(frames), want) {
 		t.Fatalf("irq: pcs %x, want %x", pcs(frames), want)
 	}
 	store := make([]uint64, 16)
@@ -188,7 +189,7 @@ func TestWalkStopAndFrames(t *testing.T) {
 	c := m.config(s, pc(0))
 	var got []uint64
 	end, err := Walk(c, func(f Frame) bool { got = append(got, f.PC); return len(got) < 4 })
-	if end != EndStopped || err != nil || !eqU64(got, want[:4]) {
+	if end != EndStopped || err != nil || !slices.Equal(got, want[:4]) {
 		t.Fatalf("stop: %v %v %x", end, err, got)
 	}
 	got = got[:0]
@@ -198,7 +199,7 @@ func TestWalkStopAndFrames(t *testing.T) {
 		}
 		got = append(got, f.PC)
 	}
-	if !eqU64(got, want) {
+	if !slices.Equal(got, want) {
 		t.Fatalf("Frames: %x", got)
 	}
 	// break out of Frames early
@@ -209,7 +210,7 @@ func TestWalkStopAndFrames(t *testing.T) {
 			break
 		}
 	}
-	if !eqU64(got, want[:2]) {
+	if !slices.Equal(got, want[:2]) {
 		t.Fatalf("Frames break: %x", got)
 	}
 	// A failing walk yields its frames, then one error.
@@ -223,7 +224,7 @@ func TestWalkStopAndFrames(t *testing.T) {
 		}
 		got = append(got, f.PC)
 	}
-	if len(errs) != 1 || !errors.Is(errs[0], ErrCorrupt) || !eqU64(got, want[:2]) {
+	if len(errs) != 1 || !errors.Is(errs[0], ErrCorrupt) || !slices.Equal(got, want[:2]) {
 		t.Fatalf("Frames error: %v %x", errs, got)
 	}
 	// Unwinder step by step, Stop.
@@ -258,7 +259,7 @@ func TestSaveSkipExact(t *testing.T) {
 				t.Fatalf("skip %d size %d: %v", skip, size, err)
 			}
 			want := rest[:min(size, len(rest))]
-			if !eqU64(store[:n], want) {
+			if !slices.Equal(store[:n], want) {
 				t.Fatalf("skip %d size %d: %x, want %x", skip, size, store[:n], want)
 			}
 			wantEnd := EndFinal

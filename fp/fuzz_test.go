@@ -2,6 +2,7 @@ package fp
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/unwindkit/unwindkit/internal/mem"
@@ -191,7 +192,7 @@ func FuzzWalk(f *testing.F) {
 			store := make([]uint64, len(full)+1)
 			n, end, err := SaveEnd(c1, store, skip)
 			want := full[min(skip, len(full)):]
-			if !eqU64(store[:n], want) {
+			if !slices.Equal(store[:n], want) {
 				t.Fatalf("Save skip %d: %x, want %x", skip, store[:n], want)
 			}
 			if end != r1.end || (err == nil) != (r1.err == "") {
@@ -268,12 +269,12 @@ func FuzzMutateChain(f *testing.F) {
 		}
 		res := runFuzzWalk(t, c, total)
 		want := []uint64{pc(0), pc(61), pc(60), pc(6), pc(5), pc(53), pc(52), pc(51), pc(50), pc(3), pc(2), pc(1)}
-		if len(patch) < 3 && !reliable && (res.end != EndFinal || !eqU64(pcs(res.frames), want)) {
+		if len(patch) < 3 && !reliable && (res.end != EndFinal || !slices.Equal(pcs(res.frames), want)) {
 			t.Fatalf("unmutated chain: %v %q %x", res.end, res.err, pcs(res.frames))
 		}
 		store := make([]uint64, len(res.frames)+1)
 		n, end, err := SaveEnd(c, store, 0)
-		if !eqU64(store[:n], pcs(res.frames)) || end != res.end || (err == nil) != (res.err == "") {
+		if !slices.Equal(store[:n], pcs(res.frames)) || end != res.end || (err == nil) != (res.err == "") {
 			t.Fatalf("Save %x %v %v, Walk %x %v %q", store[:n], end, err, pcs(res.frames), res.end, res.err)
 		}
 	})

@@ -154,18 +154,6 @@ func walkAll(c *Config) ([]Frame, End, error) {
 	return frames, end, err
 }
 
-func eqU64(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // kernel text addresses used as return addresses
 const (
 	text     = 0xffff800080010000

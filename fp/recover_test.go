@@ -2,6 +2,7 @@ package fp
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/unwindkit/unwindkit/ptrauth"
@@ -50,7 +51,7 @@ func TestGraphRecovery(t *testing.T) {
 		t.Fatalf("end %v err %v", end, err)
 	}
 	want := []uint64{pc(0), pc(5), pc(4), pc(3), pc(2), pc(1)}
-	if !eqU64(pcs(frames), want) {
+	if !slices.Equal(pcs(frames), want) {
 		t.Fatalf("pcs %x, want %x", pcs(frames), want)
 	}
 	for i, f := range frames {
@@ -136,7 +137,7 @@ func TestGraphCursor(t *testing.T) {
 		[2]uint64{0xdead, 0x9999}, // newest, matches nothing on the stack
 	)
 	frames, end, err := walkAll(c)
-	if err != nil || end != EndFinal || !eqU64(pcs(frames), []uint64{pc(0), pc(4), pc(3), pc(2), pc(1)}) {
+	if err != nil || end != EndFinal || !slices.Equal(pcs(frames), []uint64{pc(0), pc(4), pc(3), pc(2), pc(1)}) {
 		t.Fatalf("%v %v %x", end, err, pcs(frames))
 	}
 	// Entries older than the cursor only: the outer frame's entry is newer
@@ -162,7 +163,7 @@ func TestKretprobeRecovery(t *testing.T) {
 		[2]uint64{pc(4), fps[3]},
 	)
 	frames, end, err := walkAll(c)
-	if err != nil || end != EndFinal || !eqU64(pcs(frames), []uint64{pc(0), pc(5), pc(4), pc(3), pc(2), pc(1)}) {
+	if err != nil || end != EndFinal || !slices.Equal(pcs(frames), []uint64{pc(0), pc(5), pc(4), pc(3), pc(2), pc(1)}) {
 		t.Fatalf("%v %v %x", end, err, pcs(frames))
 	}
 	if frames[2].Flags != FlagKretprobe || frames[5].Flags != FlagKretprobe || frames[3].Flags != 0 {
@@ -193,7 +194,7 @@ func TestGraphAndKretprobe(t *testing.T) {
 	c.GraphStack = m.retStack("graph", graphAddr, [2]uint64{pc(2), fps[1]}, [2]uint64{krTramp, fps[3]})
 	c.KretprobeStack = m.retStack("kretprobe", krAddr, [2]uint64{pc(3), fps[2]}, [2]uint64{pc(4), fps[3]})
 	frames, end, err := walkAll(c)
-	if err != nil || end != EndFinal || !eqU64(pcs(frames), []uint64{pc(0), pc(5), pc(4), pc(3), pc(2), pc(1)}) {
+	if err != nil || end != EndFinal || !slices.Equal(pcs(frames), []uint64{pc(0), pc(5), pc(4), pc(3), pc(2), pc(1)}) {
 		t.Fatalf("%v %v %x", end, err, pcs(frames))
 	}
 	wantFlags := []Flags{0, 0, FlagGraph | FlagKretprobe, FlagKretprobe, FlagGraph, 0}
@@ -246,7 +247,7 @@ func TestPACSignedLRs(t *testing.T) {
 		if err != nil || end != EndFinal {
 			t.Fatalf("%s: %v %v", tt.name, end, err)
 		}
-		if got := pcs(frames); eqU64(got, want) != tt.ok {
+		if got := pcs(frames); slices.Equal(got, want) != tt.ok {
 			t.Fatalf("%s: pcs %x (want match %v with %x)", tt.name, got, tt.ok, want)
 		}
 		for _, f := range frames[1:] {
@@ -257,7 +258,7 @@ func TestPACSignedLRs(t *testing.T) {
 		}
 		store := make([]uint64, 8)
 		n, _ := Save(&c, store, 0)
-		if eqU64(store[:n], want) != tt.ok {
+		if slices.Equal(store[:n], want) != tt.ok {
 			t.Fatalf("%s: Save %x", tt.name, store[:n])
 		}
 	}

@@ -2,6 +2,7 @@ package fp
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -40,7 +41,7 @@ func TestTaskChain(t *testing.T) {
 		if err != nil || end != EndFinal {
 			t.Fatalf("depth %d: end %v err %v", depth, end, err)
 		}
-		if got := pcs(frames); !eqU64(got, want) {
+		if got := pcs(frames); !slices.Equal(got, want) {
 			t.Fatalf("depth %d: pcs %x, want %x", depth, got, want)
 		}
 		for i, f := range frames {
@@ -63,7 +64,7 @@ func TestBlockedTaskSource(t *testing.T) {
 	c := m.config(s, pc(0))
 	c.Source = SourceTask
 	frames, end, err := walkAll(c)
-	if err != nil || end != EndFinal || !eqU64(pcs(frames), want) {
+	if err != nil || end != EndFinal || !slices.Equal(pcs(frames), want) {
 		t.Fatalf("end %v err %v pcs %x", end, err, pcs(frames))
 	}
 	if frames[0].Source != SourceTask || frames[1].Source != SourceFrame {
@@ -289,7 +290,7 @@ func TestRules(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c, want := tt.build(t)
 			frames, end, err := walkAll(c)
-			if got := pcs(frames); !eqU64(got, want.pcs) {
+			if got := pcs(frames); !slices.Equal(got, want.pcs) {
 				t.Errorf("pcs %x, want %x", got, want.pcs)
 			}
 			if end != want.end {
@@ -305,7 +306,7 @@ func TestRules(t *testing.T) {
 			// Save agrees with Walk: same frames so far, same error.
 			store := make([]uint64, 64)
 			n, serr := Save(c, store, 0)
-			if !eqU64(store[:n], want.pcs) || serr == nil || serr.Error() != err.Error() {
+			if !slices.Equal(store[:n], want.pcs) || serr == nil || serr.Error() != err.Error() {
 				t.Errorf("Save: %x, %v", store[:n], serr)
 			}
 		})
@@ -323,12 +324,12 @@ func TestZeroFPEnds(t *testing.T) {
 	want := []uint64{pc(0), pc(2), pc(1)}
 	c.ZeroFPEnds = true
 	frames, end, err := walkAll(c)
-	if err != nil || end != EndZeroFP || !end.Complete() || !eqU64(pcs(frames), want) {
+	if err != nil || end != EndZeroFP || !end.Complete() || !slices.Equal(pcs(frames), want) {
 		t.Fatalf("ZeroFPEnds: end %v err %v pcs %x", end, err, pcs(frames))
 	}
 	c.ZeroFPEnds = false
 	frames, end, err = walkAll(c)
-	if end != EndError || !eqU64(pcs(frames), want) {
+	if end != EndError || !slices.Equal(pcs(frames), want) {
 		t.Fatalf("kernel rules: end %v pcs %x", end, pcs(frames))
 	}
 	wantCorrupt(t, err, "fp outside stacks", 0)

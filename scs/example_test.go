@@ -119,3 +119,13 @@ func ExampleSequence() {
 	// mrs x17, tpidr_el1
 	// str xzr, [x15, x17]	; store
 }
+
+func ExampleParsePolicy() {
+	p, err := scs.ParsePolicy("per-cpu")
+	fmt.Println(p, err)
+	_, err = scs.ParsePolicy("percpu")
+	fmt.Println(err)
+	// Output:
+	// per-cpu <nil>
+	// scs: unknown policy "percpu" (want thread_info, on-stack or per-cpu)
+}

@@ -3,6 +3,7 @@ package scs
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/unwindkit/unwindkit/internal/mem"
@@ -371,7 +372,7 @@ func FuzzModel(f *testing.F) {
 			if !errors.Is(err, wantErr) || (err == nil) != (wantErr == nil) {
 				t.Fatalf("Save err %v, want %v", err, wantErr)
 			}
-			if !equal(got, want) {
+			if !slices.Equal(got, want) {
 				t.Fatalf("Save %x\nwant %x", got, want)
 			}
 			v, _ := m.View(0)

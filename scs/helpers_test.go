@@ -102,15 +102,3 @@ func saveAll(m *Model, cpu int) ([]uint64, error) {
 	n, err := m.Save(cpu, buf, 0)
 	return buf[:n], err
 }
-
-func equal(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}

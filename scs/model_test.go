@@ -3,6 +3,7 @@ package scs
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/unwindkit/unwindkit/internal/mem"
@@ -366,7 +367,7 @@ func TestSwitch(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := saveAll(m, 1)
-	if err != nil || !equal(got, []uint64{0xa2, 0xa1}) {
+	if err != nil || !slices.Equal(got, []uint64{0xa2, 0xa1}) {
 		t.Fatalf("task a on cpu 1: %x, %v", got, err)
 	}
 	// A corrupted outgoing task stops the switch (scs_overflow_check).

@@ -78,6 +78,17 @@ func (p Policy) String() string {
 	return fmt.Sprintf("Policy(%d)", uint8(p))
 }
 
+// ParsePolicy returns the Policy whose String is name ("thread_info",
+// "on-stack" or "per-cpu").
+func ParsePolicy(name string) (Policy, error) {
+	for _, p := range Policies {
+		if p.String() == name {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("scs: unknown policy %q (want thread_info, on-stack or per-cpu)", name)
+}
+
 // Context is an execution context on one CPU, in nesting order: a context
 // may only be interrupted by a later one.
 type Context uint8

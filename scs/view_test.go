@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -104,7 +105,7 @@ func TestSaveNestings(t *testing.T) {
 							if !errors.Is(err, wantErr) || (wantErr == nil) != (err == nil) {
 								t.Fatalf("err %v, want %v", err, wantErr)
 							}
-							if !equal(buf[:n], want) {
+							if !slices.Equal(buf[:n], want) {
 								t.Fatalf("got  %x\nwant %x", buf[:n], want)
 							}
 							checkFrames(t, &v, 0, len(buf))
@@ -200,16 +201,16 @@ func TestSkipExact(t *testing.T) {
 			want = want[:min(len(want), size)]
 			buf := make([]uint64, size)
 			n, err := Save(&v, buf, skip)
-			if err != nil || !equal(buf[:n], want) {
+			if err != nil || !slices.Equal(buf[:n], want) {
 				t.Fatalf("skip %d size %d: %x %v, want %x", skip, size, buf[:n], err, want)
 			}
 			buf2 := make([]uint64, size)
 			n2, err2 := wrapper(buf2, skip)
-			if n2 != n || err2 != nil || !equal(buf2[:n2], buf[:n]) {
+			if n2 != n || err2 != nil || !slices.Equal(buf2[:n2], buf[:n]) {
 				t.Fatalf("wrapper differs at skip %d size %d", skip, size)
 			}
 			n3, _ := r.m.Save(0, buf2, skip)
-			if n3 != n || !equal(buf2[:n3], want) {
+			if n3 != n || !slices.Equal(buf2[:n3], want) {
 				t.Fatalf("Model.Save differs at skip %d size %d", skip, size)
 			}
 			checkFrames(t, &v, skip, size)
@@ -287,7 +288,7 @@ func TestPACStripped(t *testing.T) {
 						t.Fatal("Sign added no PAC")
 					}
 					got, err := saveAll(r.m, 0)
-					if err != nil || !equal(got, want) {
+					if err != nil || !slices.Equal(got, want) {
 						t.Fatalf("got %x %v, want %x", got, err, want)
 					}
 					v, _ := r.m.View(0)
@@ -392,7 +393,7 @@ func TestCorruptState(t *testing.T) {
 				t.Fatalf("%d frames before corruption, want %d", n, c.frames)
 			}
 			want, _ := expected(c.policy, c.nest, false, false, false)
-			if !equal(buf[:n], want[:n]) {
+			if !slices.Equal(buf[:n], want[:n]) {
 				t.Fatalf("frames so far %x, want %x", buf[:n], want[:n])
 			}
 			v, _ := r.m.View(0)
@@ -473,7 +474,7 @@ func TestHiddenError(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 	want := []uint64{retAddr(CtxIRQ, 2), retAddr(CtxIRQ, 1), retAddr(CtxIRQ, 0), interruptedPC(CtxIRQ)}
-	if !equal(got, want) {
+	if !slices.Equal(got, want) {
 		t.Fatalf("got %x want %x", got, want)
 	}
 	// A driver that found the slot through the frame chain can reveal it.

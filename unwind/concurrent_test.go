@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -66,7 +67,7 @@ func TestConcurrentUnwind(t *testing.T) {
 							// this state's record may not be in yet.
 							continue
 						}
-						if !equalPCs(store[:n], r.pcs[k]) || !errors.Is(err, r.err[k]) || (err == nil) != (r.err[k] == nil) {
+						if !slices.Equal(store[:n], r.pcs[k]) || !errors.Is(err, r.err[k]) || (err == nil) != (r.err[k] == nil) {
 							errc <- fmt.Errorf("%v at seq %d: got %s (%v), want %s (%v)", method, seq,
 								s.m.names(store[:n]), err, s.m.names(r.pcs[k]), r.err[k])
 							return

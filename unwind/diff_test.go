@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/unwindkit/unwindkit/internal/arm64"
@@ -129,7 +130,7 @@ func (s *script) check(c *CPU, opts SaveOptions, store []uint64) {
 		if method == MethodFP && opts.Skip == 0 {
 			checkCallSites(t, m, c, store[:n])
 		}
-		if !equalPCs(store[:n], want.PCs) {
+		if !slices.Equal(store[:n], want.PCs) {
 			t.Fatalf("%v %+v mismatch in %s context:\n got   %s\n want  %s\n truth %s", method, opts, c.Context(),
 				m.names(store[:n]), m.names(want.PCs), m.names(truthPCs(c)))
 		}
@@ -157,7 +158,7 @@ func (s *script) checkOutOfLine(c *CPU, k int, store []uint64) {
 		in := make([]uint64, len(store))
 		n1, err1 := c.Unwind(method, Inline, in, SaveOptions{Skip: k})
 		n2, err2 := c.Unwind(method, OutOfLine, store, SaveOptions{Skip: k + 1})
-		if !equalPCs(in[:n1], store[:n2]) || fmt.Sprint(err1) != fmt.Sprint(err2) {
+		if !slices.Equal(in[:n1], store[:n2]) || fmt.Sprint(err1) != fmt.Sprint(err2) {
 			s.t.Fatalf("%v: out-of-line skip %d != inline skip %d:\n %s\n %s", method, k+1, k, s.m.names(store[:n2]), s.m.names(in[:n1]))
 		}
 		n0, _ := c.Unwind(method, OutOfLine, store, SaveOptions{})
@@ -173,18 +174,6 @@ func truthPCs(c *CPU) []uint64 {
 		pcs = append(pcs, f.PC)
 	}
 	return pcs
-}
-
-func equalPCs(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestDifferentialRandom(t *testing.T) {

@@ -3,6 +3,7 @@ package unwind
 import (
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/snapshot"
@@ -33,10 +34,9 @@ type Snapshot struct {
 	sym *Symbolizer
 }
 
-// Regs are a captured thread's registers.
-type Regs struct {
-	PC, SP, X18, X29, X30 uint64
-}
+// Regs are a captured thread's registers: PC, SP, X18, X29, X30 (PC and
+// X30 may carry a PAC).
+type Regs = snapshot.Regs
 
 // Region describes one captured memory region.
 type Region struct {
@@ -70,11 +70,25 @@ func LoadSnapshot(r io.Reader) (*Snapshot, error) {
 	}
 	out := &Snapshot{
 		VABits: s.VABits, TBI: s.TBI, Layout: s.Layout,
-		Regs:    Regs{PC: s.Regs.PC, SP: s.Regs.SP, X18: s.Regs.X18, X29: s.Regs.X29, X30: s.Regs.X30},
+		Regs:    s.Regs,
 		SCSBase: s.SCSBase, HasSCS: s.HasSCS, Expect: s.Expect, s: s,
 	}
 	out.sym = s.Symbols
 	return out, nil
+}
+
+// OpenSnapshot loads the snapshot file at path (see LoadSnapshot).
+func OpenSnapshot(path string) (*Snapshot, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	s, err := LoadSnapshot(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
 }
 
 // Symbolizer returns the snapshot's symbolizer.

@@ -11,14 +11,9 @@ import (
 
 func loadSnap(t testing.TB, path string) *Snapshot {
 	t.Helper()
-	f, err := os.Open(path)
+	s, err := OpenSnapshot(path)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer f.Close()
-	s, err := LoadSnapshot(f)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
 	}
 	return s
 }

@@ -31,7 +31,6 @@ import (
 
 	"github.com/unwindkit/unwindkit/examples/kasan/slab"
 	"github.com/unwindkit/unwindkit/scs"
-	"github.com/unwindkit/unwindkit/unwind"
 )
 
 type options struct {
@@ -58,21 +57,12 @@ func main() {
 	}
 }
 
-func parsePolicy(s string) (unwind.Policy, error) {
-	for _, p := range scs.Policies {
-		if p.String() == s {
-			return p, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown policy %q", s)
-}
-
 func run(w io.Writer, o options) error {
 	rec, err := slab.ParseRecord(o.record)
 	if err != nil {
 		return err
 	}
-	pol, err := parsePolicy(o.policy)
+	pol, err := scs.ParsePolicy(o.policy)
 	if err != nil {
 		return err
 	}

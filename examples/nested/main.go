@@ -12,6 +12,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"time"
@@ -27,23 +28,14 @@ func main() {
 	fgraph := flag.Bool("fgraph", false, "enable the function-graph tracer")
 	timing := flag.Bool("timing", true, "time both unwinders")
 	flag.Parse()
-	if err := run(*policy, *pac, *keep, *fgraph, *timing); err != nil {
+	if err := run(os.Stdout, *policy, *pac, *keep, *fgraph, *timing); err != nil {
 		fmt.Fprintln(os.Stderr, "nested:", err)
 		os.Exit(1)
 	}
 }
 
-func parsePolicy(s string) (unwind.Policy, error) {
-	for _, p := range scs.Policies {
-		if p.String() == s {
-			return p, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown policy %q", s)
-}
-
-func run(policy string, pac, keep, fgraph, timing bool) error {
-	pol, err := parsePolicy(policy)
+func run(w io.Writer, policy string, pac, keep, fgraph, timing bool) error {
+	pol, err := scs.ParsePolicy(policy)
 	if err != nil {
 		return err
 	}
@@ -88,40 +80,40 @@ func run(policy string, pac, keep, fgraph, timing bool) error {
 		{"call ghes_notify_sdei", func() error { return c.Call("ghes_notify_sdei") }},
 		{"call kmalloc", func() error { return c.Call("kmalloc") }},
 	}
-	fmt.Println("unwindkit nested-contexts demo: one modelled arm64 CPU")
-	fmt.Printf("config: shadow call stack %d B, policy %v, frame pointers, PAC %v, keep interrupted pc %v, fgraph %v\n\n",
+	fmt.Fprintln(w, "unwindkit nested-contexts demo: one modelled arm64 CPU")
+	fmt.Fprintf(w, "config: shadow call stack %d B, policy %v, frame pointers, PAC %v, keep interrupted pc %v, fgraph %v\n\n",
 		cfg.SCSSize, pol, pac, keep, fgraph)
 	for _, s := range steps {
 		if err := s.do(); err != nil {
 			return fmt.Errorf("%s: %w", s.what, err)
 		}
-		fmt.Printf("  %-28s -> %s context, %d live functions in it\n", s.what, c.Context(), c.Depth())
+		fmt.Fprintf(w, "  %-28s -> %s context, %d live functions in it\n", s.what, c.Context(), c.Depth())
 	}
-	fmt.Println()
-	fmt.Println("Inside kmalloc (SDEI critical), unwinding inline with both techniques:")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Inside kmalloc (SDEI critical), unwinding inline with both techniques:")
 	cmp, err := c.Compare(unwind.SaveOptions{})
 	if err != nil {
 		return err
 	}
-	if err := cmp.Format(os.Stdout); err != nil {
+	if err := cmp.Format(w); err != nil {
 		return err
 	}
-	fmt.Println()
-	fmt.Println("Extra memory operations the entry code adds, per policy (the maintainer's objection, as numbers):")
-	fmt.Print(scs.CostTable(keep))
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Extra memory operations the entry code adds, per policy (the maintainer's objection, as numbers):")
+	fmt.Fprint(w, scs.CostTable(keep))
 	if st, ok := m.SCSStats(); ok {
-		fmt.Printf("this run's entries and exits: %+v\n", st)
+		fmt.Fprintf(w, "this run's entries and exits: %+v\n", st)
 	}
 	if timing {
-		fmt.Println()
-		return timeBoth(cfg)
+		fmt.Fprintln(w)
+		return timeBoth(w, cfg)
 	}
 	return nil
 }
 
 // timeBoth times both unwinders on the same modelled stack of each depth.
-func timeBoth(base unwind.Config) error {
-	fmt.Printf("Quick timing on %s/%s, %d CPUs (absolute times vary by machine; the ratio is the result):\n",
+func timeBoth(w io.Writer, base unwind.Config) error {
+	fmt.Fprintf(w, "Quick timing on %s/%s, %d CPUs (absolute times vary by machine; the ratio is the result):\n",
 		runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 	for _, depth := range []int{8, 32, 128} {
 		cfg := base
@@ -159,7 +151,7 @@ func timeBoth(base unwind.Config) error {
 			}
 			ns[i] = float64(time.Since(start).Nanoseconds()) / iters / float64(n)
 		}
-		fmt.Printf("  depth %3d: SCS copy %6.2f ns/frame, FP walk %6.2f ns/frame, FP/SCS %.1fx\n", depth, ns[0], ns[1], ns[1]/ns[0])
+		fmt.Fprintf(w, "  depth %3d: SCS copy %6.2f ns/frame, FP walk %6.2f ns/frame, FP/SCS %.1fx\n", depth, ns[0], ns[1], ns[1]/ns[0])
 	}
 	return nil
 }

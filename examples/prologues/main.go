@@ -70,12 +70,7 @@ func main() {
 }
 
 func checkSnapshot(b *unwind.Binary, path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	s, err := unwind.LoadSnapshot(f)
+	s, err := unwind.OpenSnapshot(path)
 	if err != nil {
 		return err
 	}
