@@ -118,6 +118,7 @@ type RangeError struct {
 	CPU, NumCPU int
 }
 
+// Error implements error.
 func (e *RangeError) Error() string {
 	return fmt.Sprintf("percpu: cpu %d out of range [0, %d)", e.CPU, e.NumCPU)
 }

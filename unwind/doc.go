@@ -36,6 +36,29 @@
 // random and fuzzed event sequences, and CPU.Compare explains every
 // difference in words.
 //
+// # Snapshots of real programs
+//
+// LoadSnapshot (or OpenSnapshot) reads a capture of a real arm64 thread:
+// registers, stack and shadow-call-stack regions, symbols, the PAC layout
+// (va_bits, tbi) and optionally the known call chain; the format (version
+// 1) is documented at LoadSnapshot and in testdata/README.md. Snapshot.Source
+// gives the same Save/Frames over it: the SCS copy from x18 down to
+// scs_base, the FP walk from x29 over every stack region. testdata/arm64
+// holds captures of programs built by clang and GCC with
+// -fsanitize=shadow-call-stack and pac-ret, run under qemu-aarch64, and the
+// script that rebuilds them. OpenBinary scans an arm64 ELF file's
+// prologues (SCS push/pop, PAC, frame records, patchable entries) and
+// checks that a return address follows a call.
+//
+// # The running Go program
+//
+// Callers is a drop-in for runtime.Callers that walks Go's frame pointers
+// (amd64, arm64) and reproduces the runtime's logical frames (inlined
+// calls expanded, wrappers hidden, runtime.goexit last) from a cache;
+// CallersFP returns the raw frame-pointer chain. Elsewhere Callers is
+// runtime.Callers and CallersFP returns ErrNotSupported. The Go runtime's
+// runtime/tracestack.go does the same walk for its execution tracer.
+//
 // # Skip
 //
 // skip removes frames from the innermost end after unwinding, exactly as

@@ -45,6 +45,7 @@ const (
 	MethodFP
 )
 
+// String returns "auto", "scs" or "fp".
 func (m Method) String() string {
 	switch m {
 	case MethodAuto:
@@ -114,6 +115,7 @@ const (
 	SourceRegsPC
 )
 
+// String returns the source's lowercase name, e.g. "regs-pc".
 func (s FrameSource) String() string {
 	switch s {
 	case SourceSCS:
