@@ -111,7 +111,8 @@ const (
 // The zero Unwinder is not ready; call Init. An Unwinder is not safe for
 // concurrent use.
 type Unwinder struct {
-	cfg    *Config
+	cfg    Config // a copy: keeping the caller's pointer would make every Config escape to the heap
+	inited bool
 	layout ptrauth.Layout
 
 	// common unwind state
@@ -160,7 +161,7 @@ func (u *Unwinder) Init(c *Config) {
 
 // init is Init for a zero u.
 func (u *Unwinder) init(c *Config) {
-	u.cfg, u.layout = c, c.Layout
+	u.cfg, u.layout, u.inited = *c, c.Layout, true
 	u.graphIdx, u.krNext = -1, -2
 	u.fp, u.pc = c.FP, c.PC
 	u.source = c.Source
@@ -395,7 +396,7 @@ func (u *Unwinder) nextRegsPC() status {
 // (kunwind_recover_return_address): the function-graph tracer first, then
 // kretprobes, as the kernel orders them.
 func (u *Unwinder) recoverReturnAddress() status {
-	if c := u.cfg; c.GraphTrampoline != 0 && u.pc == c.GraphTrampoline {
+	if c := &u.cfg; c.GraphTrampoline != 0 && u.pc == c.GraphTrampoline {
 		if c.GraphStack != 0 {
 			pc, st := u.graphRetAddr()
 			if st != stepOK {
@@ -409,7 +410,7 @@ func (u *Unwinder) recoverReturnAddress() status {
 			return u.fail(unreliable(u.fp, "unrecovered graph trampoline %#x", u.pc))
 		}
 	}
-	if c := u.cfg; c.KretprobeTrampoline != 0 && u.pc == c.KretprobeTrampoline {
+	if c := &u.cfg; c.KretprobeTrampoline != 0 && u.pc == c.KretprobeTrampoline {
 		pc, st := u.kretprobeRetAddr()
 		if st != stepOK {
 			return st
@@ -475,7 +476,7 @@ func (u *Unwinder) Next() bool {
 	if u.end != EndNone {
 		return false
 	}
-	if u.cfg == nil {
+	if !u.inited {
 		u.setErr(fmt.Errorf("fp: Unwinder used without Init"))
 		return false
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"iter"
 	"runtime"
-	"sync"
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/errs"
@@ -330,11 +329,6 @@ func (c *CPU) SourceInto(src *Source, method Method, opts SaveOptions) error {
 	return c.sourceInto(src, c.pub.Load(), method, opts)
 }
 
-// sourcePool recycles the Sources of Unwind: a Source is large (the scs
-// View and the fp Config) and an FP walk keeps a pointer to its Config, so
-// a local one would be heap-allocated on every unwind.
-var sourcePool = sync.Pool{New: func() any { return new(Source) }}
-
 // Invocation says how the modelled code invokes the unwinder.
 type Invocation uint8
 
@@ -372,17 +366,14 @@ func (c *CPU) Unwind(method Method, inv Invocation, store []uint64, opts SaveOpt
 			runtime.Gosched()
 			continue
 		}
-		src := sourcePool.Get().(*Source)
-		err := c.sourceInto(src, p, method, opts)
-		if err != nil {
-			sourcePool.Put(src)
+		var src Source
+		if err := c.sourceInto(&src, p, method, opts); err != nil {
 			if c.seq.Load() != s1 {
 				continue
 			}
 			return 0, err
 		}
-		n, err := Save(src, store, opts.Skip)
-		sourcePool.Put(src)
+		n, err := Save(&src, store, opts.Skip)
 		if c.seq.Load() != s1 {
 			runtime.Gosched()
 			continue
@@ -403,12 +394,11 @@ func (c *CPU) UnwindSeq(method Method, store []uint64, opts SaveOptions) (n int,
 			runtime.Gosched()
 			continue
 		}
-		src := sourcePool.Get().(*Source)
-		err := c.sourceInto(src, p, method, opts)
+		var src Source
+		err := c.sourceInto(&src, p, method, opts)
 		if err == nil {
-			n, err = Save(src, store, opts.Skip)
+			n, err = Save(&src, store, opts.Skip)
 		}
-		sourcePool.Put(src)
 		if c.seq.Load() != s1 {
 			runtime.Gosched()
 			continue

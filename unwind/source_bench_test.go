@@ -28,3 +28,20 @@ func BenchmarkSource(b *testing.B) {
 		})
 	}
 }
+
+// TestUnwindDoesNotAllocate: an inline unwind of a running CPU allocates
+// nothing (the Source lives on the stack; the FP walk copies its Config).
+func TestUnwindDoesNotAllocate(t *testing.T) {
+	for _, method := range []Method{MethodSCS, MethodFP} {
+		_, c := newTestMachine(t, func(cfg *Config) { cfg.PAC = true })
+		must(t, c.Call("do_work"))
+		store := make([]uint64, 64)
+		if a := testing.AllocsPerRun(50, func() {
+			if _, err := c.Unwind(method, Inline, store, SaveOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}); a != 0 {
+			t.Errorf("%v: Unwind allocates %.1f times", method, a)
+		}
+	}
+}
