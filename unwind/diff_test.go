@@ -105,6 +105,7 @@ func (s *script) step(b byte, store []uint64) {
 		t.Fatalf("failed event %#x (%v) changed the ground truth", b, err)
 	}
 	s.check(c, SaveOptions{}, store)
+	s.checkBlocked(store)
 	if op%5 == 0 {
 		s.check(c, SaveOptions{Skip: int(op) % 7, StopAtBoundary: op%2 == 0}, store)
 	}
@@ -133,6 +134,38 @@ func (s *script) check(c *CPU, opts SaveOptions, store []uint64) {
 		if !slices.Equal(store[:n], want.PCs) {
 			t.Fatalf("%v %+v mismatch in %s context:\n got   %s\n want  %s\n truth %s", method, opts, c.Context(),
 				m.names(store[:n]), m.names(want.PCs), m.names(truthPCs(c)))
+		}
+	}
+}
+
+// checkBlocked unwinds every task that is not running (stack_trace_save_tsk)
+// with both methods and checks the result against its expectation.
+func (s *script) checkBlocked(store []uint64) {
+	t, m := s.t, s.m
+	for _, task := range s.tasks {
+		if task.Truth() == nil {
+			if _, err := task.Source(MethodFP); !errors.Is(err, ErrTaskRunning) {
+				t.Fatalf("Source of running task %s: %v", task.Name, err)
+			}
+			continue
+		}
+		for _, method := range []Method{MethodSCS, MethodFP} {
+			src, err := task.Source(method)
+			if method == MethodSCS && !m.cfg.SCS || method == MethodFP && !m.cfg.FramePointers {
+				if !errors.Is(err, ErrNotSupported) {
+					t.Fatalf("blocked %v disabled: %v", method, err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := task.Expect(method, SaveOptions{})
+			n, err := Save(src, store, 0)
+			if err != nil || !slices.Equal(store[:n], want.PCs) {
+				t.Fatalf("blocked task %s, %v (err %v):\n got  %s\n want %s", task.Name, method, err,
+					m.names(store[:n]), m.names(want.PCs))
+			}
 		}
 	}
 }

@@ -121,3 +121,40 @@ func TestNestedContexts(t *testing.T) {
 		}
 	}
 }
+
+// TestBlockedTask switches a task out in the middle of a chain and unwinds
+// it from its saved state, as stack_trace_save_tsk does.
+func TestBlockedTask(t *testing.T) {
+	m, c := newTestMachine(t, func(cfg *Config) { cfg.PAC = true })
+	must(t, c.Call("do_work"))
+	must(t, c.Call("alloc_obj"))
+	t0 := c.Task()
+	if _, err := t0.Source(MethodFP); !errors.Is(err, ErrTaskRunning) {
+		t.Fatalf("running task: %v", err)
+	}
+	t1, err := m.NewTask("t1", "kthread_fn")
+	must(t, err)
+	must(t, c.Switch(t1))
+	src, err := t0.Source(MethodFP)
+	must(t, err)
+	var got []string
+	var first FrameSource
+	for f, err := range src.Frames() {
+		must(t, err)
+		if len(got) == 0 {
+			first = f.Source
+		}
+		got = append(got, m.sym.Func(f.PC))
+	}
+	if want := "alloc_obj do_work kthread_fn ret_from_fork"; strings.Join(got, " ") != want || first != SourceTask {
+		t.Fatalf("blocked FP walk %v (first source %v), want %s from a task source", got, first, want)
+	}
+	src, err = t0.Source(MethodSCS)
+	must(t, err)
+	store := make([]uint64, 16)
+	n, err := Save(src, store, 0)
+	must(t, err)
+	if got := m.names(store[:n]); !strings.Contains(got, "do_work") || strings.Contains(got, "alloc_obj") {
+		t.Fatalf("blocked SCS copy %s", got)
+	}
+}

@@ -44,7 +44,10 @@ type truthEntry struct {
 // current pc of the running function; an unwinder invoked from that
 // function reports (a filtered view of) entries 1 onwards.
 func (c *CPU) Truth() []TruthFrame {
-	es := c.truth()
+	return frames(c.truth())
+}
+
+func frames(es []truthEntry) []TruthFrame {
 	out := make([]TruthFrame, len(es))
 	for i, e := range es {
 		out[i] = e.TruthFrame
@@ -56,13 +59,18 @@ func (c *CPU) truth() []truthEntry {
 	if c.task == nil {
 		return nil
 	}
+	return truthOf(c.m, c.ctxs)
+}
+
+// truthOf is the ground truth of the contexts ctxs (outermost first).
+func truthOf(m *Machine, ctxs []*context) []truthEntry {
 	type ref struct {
 		a   *activation
 		ctx *context
 	}
 	var all []ref
-	for i := len(c.ctxs) - 1; i >= 0; i-- {
-		ctx := c.ctxs[i]
+	for i := len(ctxs) - 1; i >= 0; i-- {
+		ctx := ctxs[i]
 		for j := len(ctx.acts) - 1; j >= 0; j-- {
 			all = append(all, ref{ctx.acts[j], ctx})
 		}
@@ -97,9 +105,9 @@ func (c *CPU) truth() []truthEntry {
 			e.OnSCS = s.a.f.scs
 			e.InFrame = s.a.frameAt != 0
 			if s.a.graph {
-				e.SCSValue = c.m.graphTramp
+				e.SCSValue = m.graphTramp
 			} else if s.a.kprobe {
-				e.SCSValue = c.m.kprobeTramp
+				e.SCSValue = m.kprobeTramp
 			}
 		}
 		out = append(out, e)
@@ -129,12 +137,16 @@ type Missing struct {
 // Expect returns the expectation for method (SCS or FP), for an unwinder
 // invoked inline in the current function.
 func (c *CPU) Expect(method Method, opts SaveOptions) Expectation {
-	es := c.truth()
+	return expectOf(c.m, c.ctxs, c.truth(), method, opts)
+}
+
+// expectOf applies method's rules to the truth es of the contexts ctxs.
+func expectOf(m *Machine, ctxs []*context, es []truthEntry, method Method, opts SaveOptions) Expectation {
 	var x Expectation
 	if len(es) == 0 {
 		return x
 	}
-	es = es[1:] // the running function's own pc is in a register
+	es = es[1:] // the running (or switched-out) function's own pc is in a register
 	switch method {
 	case MethodFP:
 		for _, e := range es {
@@ -145,7 +157,7 @@ func (c *CPU) Expect(method Method, opts SaveOptions) Expectation {
 			x.Missing = append(x.Missing, Missing{e.TruthFrame, fpWhy(e)})
 		}
 	case MethodSCS:
-		x = c.expectSCS(es, opts)
+		x = expectSCS(m, ctxs, es, opts)
 	}
 	if opts.Skip > 0 {
 		if opts.Skip >= len(x.PCs) {
@@ -161,18 +173,18 @@ func (c *CPU) Expect(method Method, opts SaveOptions) Expectation {
 // shadow call stack from its top down to its base, then, per interrupted
 // context outward, the interrupted pc (only with KeepInterruptedPC, which
 // the copy reports at the boundary) and that context's shadow call stack.
-func (c *CPU) expectSCS(es []truthEntry, opts SaveOptions) Expectation {
+func expectSCS(m *Machine, ctxs []*context, es []truthEntry, opts SaveOptions) Expectation {
 	var x Expectation
 	used := make([]bool, len(es))
 	why := make([]string, len(es))
-	for i := len(c.ctxs) - 1; i >= 0; i-- {
-		ctx := c.ctxs[i]
-		if i < len(c.ctxs)-1 {
+	for i := len(ctxs) - 1; i >= 0; i-- {
+		ctx := ctxs[i]
+		if i < len(ctxs)-1 {
 			// Crossing the boundary from ctxs[i+1] into ctx.
 			if opts.StopAtBoundary {
 				break
 			}
-			if c.m.cfg.KeepInterruptedPC {
+			if m.cfg.KeepInterruptedPC {
 				for k, e := range es {
 					if e.Interrupted && e.ctx == ctx {
 						x.PCs = append(x.PCs, e.PC)
@@ -180,7 +192,7 @@ func (c *CPU) expectSCS(es []truthEntry, opts SaveOptions) Expectation {
 					}
 				}
 			}
-			if c.m.cfg.Policy == OnStack {
+			if m.cfg.Policy == OnStack {
 				x.Err = ErrInterruptedTopHidden
 				for k := range es {
 					if !used[k] {

@@ -1,0 +1,110 @@
+package unwind
+
+import (
+	"fmt"
+
+	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/scs"
+)
+
+// ErrTaskRunning is returned by Task.Source for a task that is running on
+// a CPU: unwind it through CPU.Source or CPU.Unwind instead.
+var ErrTaskRunning = fmt.Errorf("unwind: task is running; unwind its CPU")
+
+// Source returns a Source for the blocked task t, as the kernel's
+// stack_trace_save_tsk unwinds a task that is not running (for
+// /proc/PID/stack or sysrq-t): the FP walk starts at the pc and frame
+// pointer saved when the task was switched out (its first frame has
+// source TASK) and may read only the task's own stack; the SCS copy reads
+// the task's shadow call stack from thread_info.scs_sp down to scs_base.
+//
+// The caller must keep t blocked while it uses the Source: a task that
+// starts running again changes the memory under the unwinder, which then
+// returns torn results or ErrCorrupt (never a panic).
+func (t *Task) Source(method Method) (*Source, error) {
+	m := t.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if t.cpu >= 0 {
+		return nil, fmt.Errorf("%w (task %q on cpu%d)", ErrTaskRunning, t.Name, t.cpu)
+	}
+	if method == MethodAuto {
+		method = MethodFP
+		if m.cfg.SCS {
+			method = MethodSCS
+		}
+	}
+	src := &Source{method: method, sym: m.sym}
+	switch method {
+	case MethodSCS:
+		if m.scs == nil {
+			return nil, fmt.Errorf("unwind: shadow call stack copy: %w", ErrNotSupported)
+		}
+		st := t.scsState
+		v := scs.NewSnapshotView(st.Region(), st.Base(), st.SP(), m.cfg.Layout)
+		v.Segs[0].Size, v.Segs[0].Magic = m.cfg.SCSSize, true
+		v.Segs[0].TopFrom = scs.InThreadInfo
+		src.scs = v
+	case MethodFP:
+		if !m.cfg.FramePointers {
+			return nil, fmt.Errorf("unwind: frame-pointer walk: %w", ErrNotSupported)
+		}
+		ctx := t.ctx
+		src.fp = fp.Config{
+			Mem:        m.mem,
+			Stacks:     []fp.Stack{{Kind: fp.Task, Low: t.stack.Base, High: t.stack.End(), Name: t.Name}},
+			FP:         ctx.x29,
+			PC:         ctx.top().pc,
+			Source:     fp.SourceTask,
+			Layout:     m.cfg.Layout,
+			TaskPtRegs: t.ptRegs,
+		}
+		if m.cfg.FGraph {
+			src.fp.GraphTrampoline, src.fp.GraphStack = m.graphTramp, t.graph.region.Base
+		}
+		if m.cfg.Kretprobes {
+			src.fp.KretprobeTrampoline, src.fp.KretprobeStack = m.kprobeTramp, t.kprobe.region.Base
+		}
+	default:
+		return nil, fmt.Errorf("unwind: unknown method %v", method)
+	}
+	return src, nil
+}
+
+// Truth returns the blocked task's ground truth, innermost first: entry 0
+// is the pc it was switched out at. It returns nil for a running task
+// (use CPU.Truth).
+func (t *Task) Truth() []TruthFrame {
+	t.m.mu.Lock()
+	defer t.m.mu.Unlock()
+	if t.cpu >= 0 {
+		return nil
+	}
+	return frames(truthOf(t.m, []*context{t.ctx}))
+}
+
+// Expect returns what Source(method) must unwind for the blocked task t:
+// for the FP walk the saved pc and then every return address a frame
+// record holds; for the SCS copy every return address its shadow call
+// stack holds.
+func (t *Task) Expect(method Method, opts SaveOptions) Expectation {
+	t.m.mu.Lock()
+	defer t.m.mu.Unlock()
+	if t.cpu >= 0 {
+		return Expectation{Err: ErrTaskRunning}
+	}
+	ctxs := []*context{t.ctx}
+	es := truthOf(t.m, ctxs)
+	skip := opts.Skip
+	opts.Skip = 0
+	x := expectOf(t.m, ctxs, es, method, opts)
+	if method == MethodFP && len(es) > 0 {
+		x.PCs = append([]uint64{es[0].PC}, x.PCs...)
+	}
+	if skip >= len(x.PCs) {
+		x.PCs = nil
+	} else if skip > 0 {
+		x.PCs = x.PCs[skip:]
+	}
+	return x
+}
