@@ -57,16 +57,8 @@ func (c *CPU) Compare(opts SaveOptions) (*Comparison, error) {
 		method Method
 		dst    map[int]string
 	}{{MethodSCS, scsWhyOf}, {MethodFP, fpWhyOf}} {
-		x := c.Expect(ms.method, opts)
-		for _, mi := range x.Missing {
-			for k := 1; k < len(es); k++ {
-				if es[k].TruthFrame == mi.Frame {
-					if _, dup := ms.dst[k]; !dup {
-						ms.dst[k] = mi.Why
-						break
-					}
-				}
-			}
+		for _, mi := range expectOf(c.m, c.ctxs, es, ms.method, false, opts).Missing {
+			ms.dst[mi.Index] = mi.Why
 		}
 	}
 	usedS := make([]bool, len(scsF))

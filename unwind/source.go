@@ -355,37 +355,14 @@ func (c *CPU) Unwind(method Method, inv Invocation, store []uint64, opts SaveOpt
 		}
 		defer c.Return()
 	}
-	for try := 0; try < 1000; try++ {
-		s1 := c.seq.Load()
-		if s1&1 != 0 {
-			runtime.Gosched()
-			continue
-		}
-		p := c.pub.Load()
-		if p == nil || p.seq != s1 {
-			runtime.Gosched()
-			continue
-		}
-		var src Source
-		if err := c.sourceInto(&src, p, method, opts); err != nil {
-			if c.seq.Load() != s1 {
-				continue
-			}
-			return 0, err
-		}
-		n, err := Save(&src, store, opts.Skip)
-		if c.seq.Load() != s1 {
-			runtime.Gosched()
-			continue
-		}
-		return n, err
-	}
-	return 0, ErrBusy
+	n, _, err := c.UnwindSeq(method, store, opts)
+	return n, err
 }
 
 // UnwindSeq is Unwind (inline) that also returns the CPU's sequence number
 // of the state it read, for tests that match results against recorded
-// ground truths.
+// ground truths. It reads the published registers, unwinds, and retries
+// if the CPU changed meanwhile (a seqlock read), at most 1000 times.
 func (c *CPU) UnwindSeq(method Method, store []uint64, opts SaveOptions) (n int, seq uint64, err error) {
 	for try := 0; try < 1000; try++ {
 		s1 := c.seq.Load()

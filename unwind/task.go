@@ -94,17 +94,5 @@ func (t *Task) Expect(method Method, opts SaveOptions) Expectation {
 		return Expectation{Err: ErrTaskRunning}
 	}
 	ctxs := []*context{t.ctx}
-	es := truthOf(t.m, ctxs)
-	skip := opts.Skip
-	opts.Skip = 0
-	x := expectOf(t.m, ctxs, es, method, opts)
-	if method == MethodFP && len(es) > 0 {
-		x.PCs = append([]uint64{es[0].PC}, x.PCs...)
-	}
-	if skip >= len(x.PCs) {
-		x.PCs = nil
-	} else if skip > 0 {
-		x.PCs = x.PCs[skip:]
-	}
-	return x
+	return expectOf(t.m, ctxs, truthOf(t.m, ctxs), method, true, opts)
 }

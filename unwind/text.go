@@ -87,9 +87,8 @@ type text struct {
 
 func roundUp16(n int) uint64 { return uint64((n + 15) &^ 15) }
 
-// instrs returns f's instructions; sites must already be assigned
-// addresses by a first layout pass (bl targets use them).
-func (t *text) instrs(f *fn, fgraph bool) ([]uint32, error) {
+// entryCode returns f's entry instructions (its prologue), up to its body.
+func entryCode(f *fn, fgraph bool) []uint32 {
 	var code []uint32
 	emit := func(w uint32) { code = append(code, w) }
 	if fgraph && f.kind == kindC {
@@ -102,7 +101,7 @@ func (t *text) instrs(f *fn, fgraph bool) ([]uint32, error) {
 	case kindTramp:
 		emit(arm64.NOP)
 		emit(arm64.RET)
-		return code, nil
+		return code
 	case kindAsm:
 		if f.frame {
 			emit(arm64.StpPre(arm64.X29, arm64.X30, arm64.SP, -16))
@@ -123,7 +122,7 @@ func (t *text) instrs(f *fn, fgraph bool) ([]uint32, error) {
 			emit(0xf8000c00 | uint32((-int(f.frameSz))&0x1ff)<<12 | arm64.SP<<5 | arm64.X30)
 		}
 	}
-	return code, nil
+	return code
 }
 
 // layoutText places every function at base and encodes it.
@@ -144,7 +143,7 @@ func buildText(base uint64, fns []*fn, fgraph bool) (*text, error) {
 	}
 	plans := make([]plan, len(fns))
 	for i, f := range fns {
-		pro, _ := t.instrs(f, fgraph)
+		pro := entryCode(f, fgraph)
 		callees := f.spec.Calls
 		if f.spec.Leaf || f.kind == kindTramp {
 			callees = nil

@@ -77,9 +77,6 @@ func truthOf(m *Machine, ctxs []*context) []truthEntry {
 	}
 	var out []truthEntry
 	for k, r := range all {
-		if r.a.f.spec.Name == FnRetFromFork && k == len(all)-1 {
-			// The bottom: ret_from_fork's pc is saved by the task function.
-		}
 		e := truthEntry{ctx: r.ctx}
 		e.PC = r.a.pc
 		e.Func = r.a.f.spec.Name
@@ -131,33 +128,39 @@ type Expectation struct {
 // Missing is a truth entry an unwinder cannot see, and the rule why.
 type Missing struct {
 	Frame TruthFrame
+	Index int // the entry's position in the ground truth (Truth()[Index])
 	Why   string
 }
 
 // Expect returns the expectation for method (SCS or FP), for an unwinder
 // invoked inline in the current function.
 func (c *CPU) Expect(method Method, opts SaveOptions) Expectation {
-	return expectOf(c.m, c.ctxs, c.truth(), method, opts)
+	return expectOf(c.m, c.ctxs, c.truth(), method, false, opts)
 }
 
 // expectOf applies method's rules to the truth es of the contexts ctxs.
-func expectOf(m *Machine, ctxs []*context, es []truthEntry, method Method, opts SaveOptions) Expectation {
+// es[0] is the pc the innermost function is at; it is in a register, and
+// only an FP walk that starts from it (a blocked task's saved pc, source
+// TASK: fpReportsPC) reports it.
+func expectOf(m *Machine, ctxs []*context, es []truthEntry, method Method, fpReportsPC bool, opts SaveOptions) Expectation {
 	var x Expectation
 	if len(es) == 0 {
 		return x
 	}
-	es = es[1:] // the running (or switched-out) function's own pc is in a register
 	switch method {
 	case MethodFP:
-		for _, e := range es {
+		if fpReportsPC {
+			x.PCs = append(x.PCs, es[0].PC)
+		}
+		for k, e := range es[1:] {
 			if e.InFrame {
 				x.PCs = append(x.PCs, e.PC)
 				continue
 			}
-			x.Missing = append(x.Missing, Missing{e.TruthFrame, fpWhy(e)})
+			x.Missing = append(x.Missing, Missing{e.TruthFrame, k + 1, fpWhy(e)})
 		}
 	case MethodSCS:
-		x = expectSCS(m, ctxs, es, opts)
+		x = expectSCS(m, ctxs, es[1:], opts)
 	}
 	if opts.Skip > 0 {
 		if opts.Skip >= len(x.PCs) {
@@ -223,7 +226,7 @@ func expectSCS(m *Machine, ctxs []*context, es []truthEntry, opts SaveOptions) E
 		default:
 			w = scsWhy(e)
 		}
-		x.Missing = append(x.Missing, Missing{e.TruthFrame, w})
+		x.Missing = append(x.Missing, Missing{e.TruthFrame, k + 1, w})
 	}
 	return x
 }
