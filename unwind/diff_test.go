@@ -106,6 +106,9 @@ func (s *script) step(b byte, store []uint64) {
 	}
 	s.check(c, SaveOptions{}, store)
 	s.checkBlocked(store)
+	if op%9 == 0 {
+		s.checkCompare(c)
+	}
 	if op%5 == 0 {
 		s.check(c, SaveOptions{Skip: int(op) % 7, StopAtBoundary: op%2 == 0}, store)
 	}
@@ -135,6 +138,39 @@ func (s *script) check(c *CPU, opts SaveOptions, store []uint64) {
 			t.Fatalf("%v %+v mismatch in %s context:\n got   %s\n want  %s\n truth %s", method, opts, c.Context(),
 				m.names(store[:n]), m.names(want.PCs), m.names(truthPCs(c)))
 		}
+	}
+}
+
+// checkCompare checks that CPU.Compare lines up every truth entry and
+// accounts for exactly the frames each unwinder is expected to return.
+func (s *script) checkCompare(c *CPU) {
+	if c.Task() == nil {
+		return
+	}
+	cmp, err := c.Compare(SaveOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if len(cmp.Rows) != len(c.Truth()) {
+		s.t.Fatalf("Compare: %d rows for %d truth entries", len(cmp.Rows), len(c.Truth()))
+	}
+	var inSCS, inFP int
+	for _, r := range cmp.Rows {
+		if r.InSCS {
+			inSCS++
+		}
+		if r.InFP {
+			inFP++
+		}
+		if s.m.cfg.SCS && s.m.cfg.FramePointers && r.InSCS != r.InFP && r.Note == "" {
+			s.t.Fatalf("Compare: row %s differs without an explanation", s.m.sym.Name(r.Truth.PC))
+		}
+	}
+	if s.m.cfg.SCS && inSCS != len(c.Expect(MethodSCS, SaveOptions{}).PCs) {
+		s.t.Fatalf("Compare: %d SCS rows, expected %d frames\n%s", inSCS, len(c.Expect(MethodSCS, SaveOptions{}).PCs), cmp)
+	}
+	if inFP != len(c.Expect(MethodFP, SaveOptions{}).PCs) {
+		s.t.Fatalf("Compare: %d FP rows, expected %d frames\n%s", inFP, len(c.Expect(MethodFP, SaveOptions{}).PCs), cmp)
 	}
 }
 

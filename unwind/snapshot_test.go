@@ -1,6 +1,7 @@
 package unwind
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -128,4 +129,57 @@ func TestLoadSnapshotErrors(t *testing.T) {
 			t.Errorf("LoadSnapshot(%q) succeeded", bad)
 		}
 	}
+}
+
+// FuzzLoadSnapshot feeds arbitrary bytes (seeded with real captures)
+// through the public path a crash-dump tool uses: LoadSnapshot, a Source
+// for each method, Frames, and CompareTraces. Nothing may panic; a loaded
+// snapshot unwinds to at most as many frames as its memory has words, and
+// fails only with ErrCorrupt or ErrNotSupported.
+func FuzzLoadSnapshot(f *testing.F) {
+	for _, name := range []string{"clang-nopac-pauth-leaf.json", "gcc-pacretb-nopauth-signal.json"} {
+		b, err := os.ReadFile("../testdata/arm64/snapshots/" + name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"version":1}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := LoadSnapshot(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		var words int
+		for _, r := range s.Regions() {
+			words += int(r.Size / 8)
+		}
+		var traces [2][]Frame
+		for i, m := range []Method{MethodSCS, MethodFP} {
+			src, err := s.Source(m)
+			if err != nil {
+				if !errors.Is(err, ErrNotSupported) {
+					t.Fatalf("%v source: %v", m, err)
+				}
+				continue
+			}
+			for fr, err := range src.Frames() {
+				if err != nil {
+					if !errors.Is(err, ErrCorrupt) {
+						t.Fatalf("%v: %v", m, err)
+					}
+					break
+				}
+				traces[i] = append(traces[i], fr)
+				if len(traces[i]) > words+1 {
+					t.Fatalf("%v: %d frames from %d words of memory", m, len(traces[i]), words)
+				}
+			}
+		}
+		cmp := CompareTraces(s.Symbolizer(), traces[0], traces[1])
+		if len(cmp.Rows) < max(len(traces[0]), len(traces[1])) {
+			t.Fatalf("comparison lost frames: %d rows for %d/%d", len(cmp.Rows), len(traces[0]), len(traces[1]))
+		}
+		_ = cmp.String()
+	})
 }

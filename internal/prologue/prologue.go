@@ -136,6 +136,30 @@ func decode(w uint32) decoded {
 	return decoded{in, err}
 }
 
+// decoder decodes instruction words, each distinct word once: decoding
+// depends only on the word (a bl's target is computed from the pc
+// separately), and arm64asm costs about 2 µs a word, so a binary whose
+// function symbols overlap, or whose code repeats, is not decoded again.
+type decoder map[uint32]decoded
+
+func (c decoder) decode(w uint32) decoded {
+	d, ok := c[w]
+	if !ok {
+		d = decode(w)
+		c[w] = d
+	}
+	return d
+}
+
+// callKind reports whether w (decoded as d) is a call: bl, blr, or one of
+// the authenticated calls arm64asm does not decode.
+func callKind(w uint32, d decoded) bool {
+	if _, ok := pacCall(w); ok {
+		return true
+	}
+	return d.err == nil && (d.in.Op == arm64asm.BL || d.in.Op == arm64asm.BLR)
+}
+
 // isCall reports whether w (at pc, decoded as d) is a call, its target
 // for bl, and its text.
 func isCall(w uint32, d decoded, pc uint64) (call bool, target uint64, text string) {
@@ -159,6 +183,11 @@ func isCall(w uint32, d decoded, pc uint64) (call bool, target uint64, text stri
 // ScanCode scans the code of one function at addr. code's length should be
 // a multiple of 4; a trailing partial word is ignored.
 func ScanCode(name string, addr uint64, code []byte) Func {
+	return scanCode(name, addr, code, decoder{})
+}
+
+// scanCode is ScanCode with a decoder shared across one binary's functions.
+func scanCode(name string, addr uint64, code []byte, dec decoder) Func {
 	f := Func{Name: name, Addr: addr, Size: uint64(len(code))}
 	n := len(code) / 4
 	pushAt, signAt := -1, -1
@@ -166,7 +195,6 @@ func ScanCode(name string, addr uint64, code []byte) Func {
 	spX29Pair := false
 	for i := range n {
 		w := binary.LittleEndian.Uint32(code[4*i:])
-		pc := addr + uint64(4*i)
 		if i < 4 && w == insnMovX9LR {
 			f.FtraceMovX9 = true
 		}
@@ -191,8 +219,8 @@ func ScanCode(name string, addr uint64, code []byte) Func {
 			entry = false
 			continue
 		}
-		d := decode(w)
-		if call, _, _ := isCall(w, d, pc); call {
+		d := dec.decode(w)
+		if callKind(w, d) {
 			f.Calls++
 			entry = false
 			continue
@@ -326,6 +354,7 @@ func New(f *elf.File) (*Binary, error) {
 		}
 	}
 	sort.SliceStable(fs, func(i, j int) bool { return fs[i].Value < fs[j].Value })
+	dec := decoder{}
 	for i, s := range fs {
 		sec := b.section(s.Value)
 		if sec == nil {
@@ -340,7 +369,7 @@ func New(f *elf.File) (*Binary, error) {
 			}
 		}
 		size = min(size, uint64(len(sec.data))-off)
-		b.funcs = append(b.funcs, ScanCode(s.Name, s.Value, sec.data[off:off+size]))
+		b.funcs = append(b.funcs, scanCode(s.Name, s.Value, sec.data[off:off+size], dec))
 	}
 	return b, nil
 }
