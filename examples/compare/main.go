@@ -99,7 +99,7 @@ func (b bench) ns(fs ...func(n int)) []float64 {
 
 func run(w io.Writer, short bool) error {
 	b := bench{target: 50 * time.Millisecond, reps: 9}
-	kasanOps := 10000
+	kasanOps := 50000
 	if short {
 		b = bench{target: time.Millisecond, reps: 1}
 		kasanOps = 200
