@@ -191,6 +191,9 @@ func TestStripKernelStyleCanonicalAnyLayout(t *testing.T) {
 	}
 }
 
+// validFeatures are the feature sets the ID registers can express.
+var validFeatures = []Features{0, EPAC, PAuth2, PAuth2 | FPAC, PAuth2 | FPAC | FPACCombine}
+
 // allLayouts covers 39/48/52-bit VAs, TBI on/off/TBID in each half and
 // every feature set.
 func allLayouts() []Layout {
@@ -201,7 +204,7 @@ func allLayouts() []Layout {
 	for _, va := range []int{39, 48, 52} {
 		for _, lo := range halves(va) {
 			for _, hi := range halves(va) {
-				for _, f := range []Features{0, FPAC, PAuth2, PAuth2 | FPAC} {
+				for _, f := range validFeatures {
 					l, err := NewLayoutHalves(lo, hi, f)
 					if err != nil {
 						panic(err)

@@ -42,33 +42,88 @@ func (a Algorithm) String() string {
 	return fmt.Sprintf("Algorithm(%d)", uint8(a))
 }
 
-// KeyID names the key an authentication uses. It decides the PAuth1 error
-// code written into a pointer that fails authentication.
+// KeyID names the key an AddPAC or Auth uses, and with it the kind of
+// pointer: IA and IB sign instruction addresses (PACIA, PACIASP, AUTIB,
+// RETAA, BRAB, ...), DA and DB data addresses (PACDA, AUTDB, LDRAA, ...),
+// and GA is the generic key of PACGA. The kind decides which TBI rule the
+// PAC field follows (see [Layout.DataMasks]); the key number (A or B)
+// decides the PAuth1 error code written into a pointer that fails
+// authentication.
 type KeyID uint8
 
 const (
-	// KeyA is APIAKey (PACIASP/AUTIASP). PAuth1 error code 0b01.
-	KeyA KeyID = iota
-	// KeyB is APIBKey (PACIBSP/AUTIBSP). PAuth1 error code 0b10.
-	KeyB
+	// KeyIA is APIAKey (PACIA, PACIASP, AUTIASP, RETAA). PAuth1 error code
+	// 0b01.
+	KeyIA KeyID = iota
+	// KeyIB is APIBKey (PACIB, PACIBSP, AUTIBSP, RETAB). PAuth1 error code
+	// 0b10.
+	KeyIB
+	// KeyDA is APDAKey (PACDA, AUTDA, LDRAA), for data pointers. PAuth1
+	// error code 0b01.
+	KeyDA
+	// KeyDB is APDBKey (PACDB, AUTDB, LDRAB), for data pointers. PAuth1
+	// error code 0b10.
+	KeyDB
+	// KeyGA is APGAKey, used only by PACGA (see [PACGA]); AddPAC and Auth
+	// reject it.
+	KeyGA
 )
 
-// String returns "A" or "B".
+// KeyA and KeyB are the instruction keys under their older names.
+const (
+	KeyA = KeyIA // APIAKey
+	KeyB = KeyIB // APIBKey
+)
+
+// String returns "IA", "IB", "DA", "DB" or "GA".
 func (k KeyID) String() string {
 	switch k {
-	case KeyA:
-		return "A"
-	case KeyB:
-		return "B"
+	case KeyIA:
+		return "IA"
+	case KeyIB:
+		return "IB"
+	case KeyDA:
+		return "DA"
+	case KeyDB:
+		return "DB"
+	case KeyGA:
+		return "GA"
 	}
 	return fmt.Sprintf("KeyID(%d)", uint8(k))
+}
+
+// Data reports whether k signs data pointers (DA, DB).
+func (k KeyID) Data() bool { return k == KeyDA || k == KeyDB }
+
+// number is the Arm pseudocode's key_number: 0 for A, 1 for B.
+func (k KeyID) number() uint64 { return uint64(k) & 1 }
+
+// checkPointerKey returns an error unless k is IA, IB, DA or DB.
+func checkPointerKey(k KeyID) error {
+	if k > KeyDB {
+		if k == KeyGA {
+			return fmt.Errorf("%w: key GA signs no pointer (use PACGA)", ErrInvalid)
+		}
+		return fmt.Errorf("%w: unknown %v", ErrInvalid, k)
+	}
+	return nil
+}
+
+// Valid returns nil for QARMA5, QARMA3 and ImpDef, else an error wrapping
+// [ErrInvalid].
+func (a Algorithm) Valid() error {
+	if a > ImpDef {
+		return fmt.Errorf("%w: unknown %v", ErrInvalid, a)
+	}
+	return nil
 }
 
 // ComputePAC returns the 64-bit pointer authentication code of data under
 // modifier and key, the Arm ARM's ComputePAC(data, modifier, key<127:64>,
 // key<63:0>) (or QEMU's implementation-defined hash for ImpDef). Sign and
 // Auth take the PAC-field bits of this value. It panics on an unknown
-// Algorithm.
+// Algorithm (a programming error; see [Algorithm.Valid]): the Layout
+// methods check it first and return an error instead.
 func ComputePAC(data, modifier uint64, key Key, alg Algorithm) uint64 {
 	switch alg {
 	case QARMA5:
