@@ -1,6 +1,10 @@
 package ptrauth
 
-import "testing"
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+)
 
 // This file is an independent reading of the Arm ARM's pseudocode
 // (aarch64/functions/pac: AddPAC, Auth, Strip, CalculateBottomPACBit,
@@ -193,4 +197,68 @@ func refAuth(l Layout, ptr, modifier uint64, key Key, alg Algorithm, data bool, 
 		return result, true
 	}
 	return result, false
+}
+
+// pointerKeys are the keys that sign pointers.
+var pointerKeys = []KeyID{KeyIA, KeyIB, KeyDA, KeyDB}
+
+// TestAgainstArmPseudocode compares AddPAC, Auth, AuthCombined, Strip and
+// StripData with the pseudocode above on every layout, algorithm and key,
+// for canonical, signed, tampered and arbitrary pointers.
+func TestAgainstArmPseudocode(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	faults := map[bool]int{}
+	for _, l := range allLayouts() {
+		for _, alg := range algorithms {
+			for _, k := range pointerKeys {
+				data := k.Data()
+				for i := range 12 {
+					mod := r.Uint64()
+					var p uint64
+					switch i % 3 {
+					case 0: // arbitrary bits
+						p = r.Uint64()
+					case 1: // canonical for this kind
+						p = refStrip(l, r.Uint64(), data)
+					case 2: // canonical with one bit flipped above bit 47
+						p = refStrip(l, r.Uint64(), data) ^ 1<<(48+r.IntN(16))
+					}
+					if got, want := l.StripData(p), refStrip(l, p, true); got != want {
+						t.Fatalf("%+v: StripData(%#x) = %#x, Arm %#x", l, p, got, want)
+					}
+					if got, want := l.Strip(p), refStrip(l, p, false); got != want {
+						t.Fatalf("%+v: Strip(%#x) = %#x, Arm %#x", l, p, got, want)
+					}
+					s, err := l.AddPAC(p, mod, testKey, alg, k)
+					if want := refAddPAC(l, p, mod, testKey, alg, data); s != want || err != nil {
+						t.Fatalf("%+v %v %v: AddPAC(%#x) = %#x, %v; Arm %#x", l, alg, k, p, s, err, want)
+					}
+					// Authenticate the signed pointer, and a tampered copy.
+					for _, in := range []uint64{s, s ^ 1<<(56+r.IntN(8)), s ^ 1<<(52+r.IntN(3))} {
+						for _, combined := range []bool{false, true} {
+							var got uint64
+							if combined {
+								got, err = l.AuthCombined(in, mod, testKey, alg, k)
+							} else {
+								got, err = l.Auth(in, mod, testKey, alg, k)
+							}
+							want, fault := refAuth(l, in, mod, testKey, alg, data, k.number(), combined)
+							if got != want || (err != nil) != fault {
+								t.Fatalf("%+v %v %v combined=%v: Auth(%#x) = %#x, %v; Arm %#x, fault %v",
+									l, alg, k, combined, in, got, err, want, fault)
+							}
+							var ae *AuthError
+							if fault && (!errors.As(err, &ae) || ae.Key != k || ae.Combined != combined || ae.Result != got || ae.Ptr != in) {
+								t.Fatalf("%+v: fault reported as %v", l, err)
+							}
+							faults[fault]++
+						}
+					}
+				}
+			}
+		}
+	}
+	if faults[true] == 0 || faults[false] == 0 {
+		t.Fatalf("faults %v: both outcomes must occur", faults)
+	}
 }

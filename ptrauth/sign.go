@@ -181,7 +181,7 @@ func (l Layout) auth(ptr, modifier uint64, key Key, alg Algorithm, k KeyID, comb
 			return orig, nil
 		}
 		n := k.number()
-		code := n<<1 | n ^ 1 // key_number:NOT(key_number)
+		code := n<<1 | (n ^ 1) // key_number:NOT(key_number)
 		pos := uint(61)
 		if field>>63 == 0 { // TBI: the top byte is not field
 			pos = 53
