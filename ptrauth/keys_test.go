@@ -107,7 +107,7 @@ func TestPAuth1ErrorCodeData(t *testing.T) {
 func TestFPACCombine(t *testing.T) {
 	pc := uint64(0xffff_8000_0812_3450)
 	tests := []struct {
-		f                     Features
+		f                    Features
 		standalone, combined bool // fault expected
 	}{
 		{PAuth2, false, false},
