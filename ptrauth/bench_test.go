@@ -18,10 +18,19 @@ var benchPtrs = func() (ps [1024]uint64) {
 	return ps
 }()
 
-// BenchmarkStrip measures Strip as an unwinder uses it: one call per
-// frame over a stream of different pointers.
-// The "mask" sub-benchmark is the same loop with a constant mask in place
-// of Strip, the cost Strip is meant to match.
+// BenchmarkStrip measures the strip as an unwinder uses it: one call per
+// frame over a stream of different pointers. The sub-benchmarks run the
+// same loop with:
+//   - Strip: Layout.Strip (XPACI) on a Layout held in a local;
+//   - StripData: Layout.StripData (XPACD);
+//   - Masks: Masks.Strip with the masks hoisted out of the loop, the form
+//     the SCS copy and the FP walk use;
+//   - mask: a constant mask in place of the strip, the floor Strip is
+//     meant to match.
+//
+// The loop/... pair strips a 1024-entry slice into another, as the SCS
+// copy does, with hoisted Masks and with the bare mask; ns/ptr is the cost
+// per pointer.
 func BenchmarkStrip(b *testing.B) {
 	l := NewLayout(48, false)
 	b.Run("Strip", func(b *testing.B) {
@@ -29,6 +38,25 @@ func BenchmarkStrip(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			acc += l.Strip(benchPtrs[i%len(benchPtrs)])
+			i++
+		}
+		sink = acc
+	})
+	b.Run("StripData", func(b *testing.B) {
+		var acc uint64
+		i := 0
+		for b.Loop() {
+			acc += l.StripData(benchPtrs[i%len(benchPtrs)])
+			i++
+		}
+		sink = acc
+	})
+	b.Run("Masks", func(b *testing.B) {
+		m := l.InsnMasks()
+		var acc uint64
+		i := 0
+		for b.Loop() {
+			acc += m.Strip(benchPtrs[i%len(benchPtrs)])
 			i++
 		}
 		sink = acc
@@ -42,6 +70,25 @@ func BenchmarkStrip(b *testing.B) {
 		}
 		sink = acc
 	})
+	var dst [len(benchPtrs)]uint64
+	b.Run("loop/Masks", func(b *testing.B) {
+		m := l.InsnMasks()
+		for b.Loop() {
+			for i, p := range &benchPtrs {
+				dst[i] = m.Strip(p)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(benchPtrs)), "ns/ptr")
+	})
+	b.Run("loop/mask", func(b *testing.B) {
+		for b.Loop() {
+			for i, p := range &benchPtrs {
+				dst[i] = p | 0xffff000000000000
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(benchPtrs)), "ns/ptr")
+	})
+	sink = dst[len(dst)-1]
 }
 
 func BenchmarkStripKernelStyle(b *testing.B) {

@@ -53,3 +53,55 @@ func ExampleComputePAC() {
 	fmt.Printf("%#x\n", ptrauth.ComputePAC(0xfb623599da6e8127, 0x477d469dec0b8762, key, ptrauth.QARMA5))
 	// Output: 0xc003b93999b33765
 }
+
+func ExampleFromRegisters() {
+	// TCR_EL1 of a Linux kernel with 48-bit VAs, 4 KiB pages and MTE
+	// (TBI0; TBI1 with TBID1), and ID_AA64ISAR1_EL1 with APA = 5: QARMA5
+	// with FEAT_FPACCOMBINE, as QEMU 8's "max" CPU reports.
+	c, err := ptrauth.FromRegisters(ptrauth.Registers{
+		TCR:   0x005000f5b5503510,
+		ISAR1: 0x0011101101211052,
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(c.Algorithm, c.Features)
+	fmt.Printf("%+v %+v\n", c.Layout.Lower(), c.Layout.Upper())
+	// A kernel data pointer keeps its tag, a kernel PC does not have one.
+	fmt.Printf("%#x\n", c.Layout.StripData(0x5abf800008123450))
+	fmt.Printf("%#x\n", c.Layout.Strip(0x5abf800008123450))
+	// Output:
+	// QARMA5 PAuth2|FPAC|FPACCombine
+	// {VABits:48 TBI:true TBID:false} {VABits:48 TBI:true TBID:true}
+	// 0x5aff800008123450
+	// 0xffff800008123450
+}
+
+func ExampleMasks() {
+	l := ptrauth.NewLayout(48, false)
+	lrs := []uint64{0x51b7800008123450, 0x3d9b800008001234, 0x00000000aaaabbc0}
+	m := l.InsnMasks() // hoisted: two registers for the whole loop
+	for i, lr := range lrs {
+		lrs[i] = m.Strip(lr)
+	}
+	fmt.Printf("%#x\n", lrs)
+	// Output: [0xffff800008123450 0xffff800008001234 0xaaaabbc0]
+}
+
+func ExampleLayout_AuthCombined() {
+	l := ptrauth.NewLayout(48, false).WithFeatures(ptrauth.PAuth2 | ptrauth.FPAC)
+	key := ptrauth.Key{Hi: 1, Lo: 2}
+	lr, sp := uint64(0xffff800008123450), uint64(0xffff80000a00fe30)
+	signed, _ := l.AddPAC(lr, sp, key, ptrauth.QARMA5, ptrauth.KeyIA) // PACIASP
+
+	// AUTIASP with the wrong SP faults under FPAC ...
+	_, err := l.Auth(signed, sp+16, key, ptrauth.QARMA5, ptrauth.KeyIA)
+	fmt.Println(err != nil)
+	// ... but RETAA's authentication faults only with FPACCOMBINE: here the
+	// return itself faults on the poisoned address.
+	poisoned, err := l.AuthCombined(signed, sp+16, key, ptrauth.QARMA5, ptrauth.KeyIA)
+	fmt.Println(err, poisoned != lr)
+	// Output:
+	// true
+	// <nil> true
+}

@@ -231,9 +231,41 @@ func TestStripInlinable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go build -gcflags=-m: %v\n%s", err, out)
 	}
-	for _, fn := range []string{"can inline Layout.Strip", "can inline Layout.StripKernelStyle"} {
+	for _, fn := range []string{"can inline Layout.Strip", "can inline Layout.StripData", "can inline Layout.StripKernelStyle",
+		"can inline Masks.Strip", "can inline Layout.InsnMasks", "can inline Layout.DataMasks"} {
 		if !strings.Contains(string(out), fn) {
 			t.Errorf("compiler output lacks %q", fn)
 		}
+	}
+}
+
+// TestMasksStrip: the hoisted masks strip exactly as the Layout methods,
+// on every layout and any bits, and the zero Masks strip nothing.
+func TestMasksStrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, l := range allLayouts() {
+		im, dm := l.InsnMasks(), l.DataMasks()
+		if im.Field(false) != l.PACMask(false) || im.Field(true) != l.PACMask(true) {
+			t.Fatalf("%+v: InsnMasks fields %#x/%#x, PACMask %#x/%#x", l, im.Field(false), im.Field(true), l.PACMask(false), l.PACMask(true))
+		}
+		for range 200 {
+			p := r.Uint64()
+			if a, b := im.Strip(p), l.Strip(p); a != b {
+				t.Fatalf("%+v: InsnMasks().Strip(%#x) = %#x, Strip %#x", l, p, a, b)
+			}
+			if a, b := dm.Strip(p), l.StripData(p); a != b {
+				t.Fatalf("%+v: DataMasks().Strip(%#x) = %#x, StripData %#x", l, p, a, b)
+			}
+		}
+		// Data fields never include the top byte of a TBI half.
+		for h, half := range []Half{l.Lower(), l.Upper()} {
+			if top := dm.Field(h == 1) >> 56; half.TBI != (top == 0) {
+				t.Fatalf("%+v: data field of half %d has top byte %#x", l, h, top)
+			}
+		}
+	}
+	var m Masks
+	if m.Strip(0x5a7f0000deadbeef) != 0x5a7f0000deadbeef {
+		t.Error("zero Masks changed a pointer")
 	}
 }

@@ -59,9 +59,14 @@ func TestSignAuthRoundTrip(t *testing.T) {
 	}
 }
 
-// wantFailed computes what a failed Auth returns, independently of Auth.
+// wantFailed computes what a failed Auth with key k returns,
+// independently of Auth.
 func wantFailed(l Layout, s, p, badPAC uint64, k KeyID) uint64 {
-	field := l.PACMask(p&bit55 != 0)
+	m := l.InsnMasks()
+	if k.Data() {
+		m = l.DataMasks()
+	}
+	field := m.Field(p&bit55 != 0)
 	if l.Features()&PAuth2 != 0 {
 		return s ^ badPAC&field
 	}
@@ -70,7 +75,7 @@ func wantFailed(l Layout, s, p, badPAC uint64, k KeyID) uint64 {
 		pos = 53
 	}
 	code := uint64(0b01)
-	if k == KeyB {
+	if k == KeyIB || k == KeyDB {
 		code = 0b10
 	}
 	return p&^(3<<pos) | code<<pos
