@@ -23,8 +23,8 @@
 // The strip is the one rule an unwinder runs per frame, and it has one
 // home here: [Masks] are a layout's two fields for one kind of pointer,
 // taken once with [Layout.InsnMasks] before a loop; [Masks.Strip] inlines
-// to seven ALU operations without a branch or a load, as cheap as a
-// constant mask (see BenchmarkStrip). The shadow-call-stack copy and the
+// to seven ALU operations without a branch or a load, within 1.4x of a
+// constant mask in BenchmarkStrip. The shadow-call-stack copy and the
 // frame-pointer walk are meant to call it rather than spell the masks out.
 //
 // [Layout.AddPAC], [Layout.Auth] and [Layout.AuthCombined] follow the
