@@ -124,8 +124,17 @@ for cc in clang gcc; do
 		"$o/rt.o" "$o/capture.o" "$o/chain.o" "$o/leaf.o"
 done
 
+# Hand-written prologue shapes (src/shapes.S) for the scanner's tests: a
+# static executable, a shared library with .symtab and .dynsym, the same
+# stripped to .dynsym only, and the executable with no symbols at all.
+clang --target=aarch64-linux-gnu -march=armv8.5-a -c "$src/shapes.S" -o "$work/shapes.o"
+ld.lld -static -nostdlib --build-id=none -z max-page-size=4096 -e sp_frame -o "$bin/shapes.elf" "$work/shapes.o"
+ld.lld -shared --build-id=none -z max-page-size=4096 -o "$bin/shapes.so" "$work/shapes.o"
+aarch64-linux-gnu-strip -o "$bin/shapes-stripped.so" "$bin/shapes.so"
+aarch64-linux-gnu-strip -o "$bin/shapes-nosyms.elf" "$bin/shapes.elf"
+
 mkdir -p "$here/bin" "$here/snapshots"
-rm -f "$here"/snapshots/*.json "$here"/bin/*.elf
+rm -f "$here"/snapshots/*.json "$here"/bin/*.elf "$here"/bin/*.so
 cp "$snaps"/*.json "$here/snapshots/"
-cp "$bin"/*.elf "$here/bin/"
+cp "$bin"/*.elf "$bin"/*.so "$here/bin/"
 echo "build.sh: $(ls "$snaps" | wc -l) snapshots in $here/snapshots, $(ls "$bin" | wc -l) binaries in $here/bin"
