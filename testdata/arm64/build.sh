@@ -2,7 +2,7 @@
 # build.sh rebuilds every arm64 capture in testdata/arm64 from source.
 #
 # Needs Debian packages only:
-#   apt-get install -y clang lld gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+#   apt-get install -y clang lld gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user gdb-multiarch
 # plus the Go toolchain (for testdata/arm64/gen). Run from anywhere:
 #   sh testdata/arm64/build.sh
 #
@@ -133,8 +133,41 @@ ld.lld -shared --build-id=none -z max-page-size=4096 -o "$bin/shapes.so" "$work/
 aarch64-linux-gnu-strip -o "$bin/shapes-stripped.so" "$bin/shapes.so"
 aarch64-linux-gnu-strip -o "$bin/shapes-nosyms.elf" "$bin/shapes.elf"
 
-mkdir -p "$here/bin" "$here/snapshots"
-rm -f "$here"/snapshots/*.json "$here"/bin/*.elf "$here"/bin/*.so
+# A dynamically linked PIE program on glibc (src/dyn.c, src/dynrt.c),
+# captured by "gen -run" at a gdb breakpoint, with gdb-multiarch's own
+# backtrace kept for the comparison (unwind TestSnapshotGDB). -z now: no
+# lazy binding (ld.so's resolver is not built with -ffixed-x18).
+gdbsnaps=$work/out/gdb
+mkdir -p "$gdbsnaps"
+if command -v gdb-multiarch >/dev/null; then
+	DYN="-O2 -g -fdebug-prefix-map=$root=. -fPIE -ffixed-x18 -fno-omit-frame-pointer -mbranch-protection=pac-ret -Wall -Werror"
+	o=$work/dyn-clang
+	mkdir -p "$o"
+	clang --target=aarch64-linux-gnu $DYN -c "$src/dynrt.c" -o "$o/dynrt.o"
+	clang --target=aarch64-linux-gnu $DYN $SCS -c "$src/dyn.c" -o "$o/dyn.o"
+	clang --target=aarch64-linux-gnu -fuse-ld=lld -pie -Wl,-z,now -Wl,--build-id=none \
+		-o "$bin/dyn-clang.elf" "$o/dynrt.o" "$o/dyn.o"
+	for sc in qsort signal; do
+		case $sc in
+		qsort) exp="capture_here,cmp_ints,?,?,?,qsort_r,sort_it,run_qsort,main,?,__libc_start_main,_start"
+			note="comparator called back through glibc's qsort (msort_with_tmp, qsort_r: no symbols in .dynsym but qsort_r)" ;;
+		signal) exp="capture_here,handler_mid,on_usr1,?,sig_raise,sig_mid,run_signal,main,?,__libc_start_main,_start"
+			note="SIGUSR1 handler on the normal stack; sig_raise interrupted after its rt_sigqueueinfo svc; ? after on_usr1 is QEMU's sigreturn trampoline" ;;
+		esac
+		"$work/gen" -run "$bin/dyn-clang.elf" -args $sc -break capture_here -scs-base g_scs_base \
+			-binary testdata/arm64/bin/dyn-clang.elf -expect "$exp" -note "$note" \
+			-o "$gdbsnaps/dyn-clang-$sc.json" >"$work/dyn-$sc.txt" 2>"$work/dyn-$sc.err" ||
+			{ cat "$work/dyn-$sc.err" >&2; exit 1; }
+		if [ -n "${VERBOSE:-}" ]; then cat "$work/dyn-$sc.txt"; fi
+	done
+else
+	echo "build.sh: gdb-multiarch not found: keeping testdata/arm64/gdb and bin/dyn-clang.elf" >&2
+	cp "$here/bin/dyn-clang.elf" "$bin/" && cp "$here"/gdb/*.json "$gdbsnaps/"
+fi
+
+mkdir -p "$here/bin" "$here/snapshots" "$here/gdb"
+rm -f "$here"/snapshots/*.json "$here"/bin/*.elf "$here"/bin/*.so "$here"/gdb/*.json
+cp "$gdbsnaps"/*.json "$here/gdb/"
 cp "$snaps"/*.json "$here/snapshots/"
 cp "$bin"/*.elf "$bin"/*.so "$here/bin/"
 echo "build.sh: $(ls "$snaps" | wc -l) snapshots in $here/snapshots, $(ls "$bin" | wc -l) binaries in $here/bin"
