@@ -140,29 +140,41 @@ aarch64-linux-gnu-strip -o "$bin/shapes-nosyms.elf" "$bin/shapes.elf"
 gdbsnaps=$work/out/gdb
 mkdir -p "$gdbsnaps"
 if command -v gdb-multiarch >/dev/null; then
-	DYN="-O2 -g -fdebug-prefix-map=$root=. -fPIE -ffixed-x18 -fno-omit-frame-pointer -mbranch-protection=pac-ret -Wall -Werror"
-	o=$work/dyn-clang
-	mkdir -p "$o"
-	clang --target=aarch64-linux-gnu $DYN -c "$src/dynrt.c" -o "$o/dynrt.o"
-	clang --target=aarch64-linux-gnu $DYN $SCS -c "$src/dyn.c" -o "$o/dyn.o"
-	clang --target=aarch64-linux-gnu -fuse-ld=lld -pie -Wl,-z,now -Wl,--build-id=none \
-		-o "$bin/dyn-clang.elf" "$o/dynrt.o" "$o/dyn.o"
-	for sc in qsort signal; do
-		case $sc in
-		qsort) exp="capture_here,cmp_ints,?,?,?,qsort_r,sort_it,run_qsort,main,?,__libc_start_main,_start"
-			note="comparator called back through glibc's qsort (msort_with_tmp, qsort_r: no symbols in .dynsym but qsort_r)" ;;
-		signal) exp="capture_here,handler_mid,on_usr1,?,sig_raise,sig_mid,run_signal,main,?,__libc_start_main,_start"
-			note="SIGUSR1 handler on the normal stack; sig_raise interrupted after its rt_sigqueueinfo svc; ? after on_usr1 is QEMU's sigreturn trampoline" ;;
-		esac
-		"$work/gen" -run "$bin/dyn-clang.elf" -args $sc -break capture_here -scs-base g_scs_base \
-			-binary testdata/arm64/bin/dyn-clang.elf -expect "$exp" -note "$note" \
-			-o "$gdbsnaps/dyn-clang-$sc.json" >"$work/dyn-$sc.txt" 2>"$work/dyn-$sc.err" ||
-			{ cat "$work/dyn-$sc.err" >&2; exit 1; }
-		if [ -n "${VERBOSE:-}" ]; then cat "$work/dyn-$sc.txt"; fi
+	DYN="-O2 -g -fdebug-prefix-map=$root=. -fPIE -ffixed-x18 -fno-omit-frame-pointer -fno-optimize-sibling-calls -mbranch-protection=pac-ret -Wall -Werror"
+	for cc in clang gcc; do
+		o=$work/dyn-$cc
+		mkdir -p "$o"
+		if [ $cc = clang ]; then
+			CC="clang --target=aarch64-linux-gnu"
+			LINK="$CC -fuse-ld=lld"
+			rt=main # clang inlines with_scs into main
+		else
+			CC=aarch64-linux-gnu-gcc
+			LINK=$CC
+			rt=with_scs,main
+		fi
+		$CC $DYN -c "$src/dynrt.c" -o "$o/dynrt.o"
+		$CC $DYN $SCS -c "$src/dyn.c" -o "$o/dyn.o"
+		$LINK -pie -Wl,-z,now -Wl,--build-id=none -o "$bin/dyn-$cc.elf" "$o/dynrt.o" "$o/dyn.o"
+		for sc in qsort signal; do
+			case $sc in
+			qsort) exp="capture_here,cmp_ints,?,?,?,qsort_r,sort_it,run_qsort,$rt,?,__libc_start_main,_start"
+				note="comparator called back through glibc's qsort (msort_with_tmp x3 and __libc_start_call_main have no symbol in .dynsym)" ;;
+			signal) exp="capture_here,handler_mid,on_usr1,?,sig_raise,sig_mid,run_signal,$rt,?,__libc_start_main,_start"
+				note="SIGUSR1 handler on the normal stack; sig_raise interrupted after its rt_sigqueueinfo svc; ? after on_usr1 is QEMU's sigreturn trampoline" ;;
+			esac
+			# Stopped when snap_touch returns: capture_here's frame is set
+			# up whatever the compiler's prologue scheduling.
+			"$work/gen" -run "$bin/dyn-$cc.elf" -args $sc -break snap_touch -finish -scs-base g_scs_base \
+				-binary testdata/arm64/bin/dyn-$cc.elf -expect "$exp" -note "$note" \
+				-o "$gdbsnaps/dyn-$cc-$sc.json" >"$work/dyn-$cc-$sc.txt" 2>"$work/dyn-$cc-$sc.err" ||
+				{ cat "$work/dyn-$cc-$sc.err" >&2; exit 1; }
+			if [ -n "${VERBOSE:-}" ]; then cat "$work/dyn-$cc-$sc.txt"; fi
+		done
 	done
 else
-	echo "build.sh: gdb-multiarch not found: keeping testdata/arm64/gdb and bin/dyn-clang.elf" >&2
-	cp "$here/bin/dyn-clang.elf" "$bin/" && cp "$here"/gdb/*.json "$gdbsnaps/"
+	echo "build.sh: gdb-multiarch not found: keeping testdata/arm64/gdb and bin/dyn-*.elf" >&2
+	cp "$here"/bin/dyn-*.elf "$bin/" && cp "$here"/gdb/*.json "$gdbsnaps/"
 fi
 
 mkdir -p "$here/bin" "$here/snapshots" "$here/gdb"

@@ -13,7 +13,8 @@
 //	    -scs-base g_scs_base -expect capture_here,cmp_ints,...,_start -o out.json
 //
 // -break is any gdb location (a function: after its prologue; *ADDR: that
-// instruction), -hit N stops at its Nth hit, -scs-base is a C expression
+// instruction), -hit N stops at its Nth hit, -finish captures in the caller
+// once the function at -break has returned, -scs-base is a C expression
 // gdb evaluates at the stop for the shadow call stack's base (omit it for
 // a program without one), -cpu the QEMU CPU (default max,pauth=off,sve=off:
 // gdb 13 reads neither PACs nor QEMU 7.2's SVE signal frames), -sysroot the
@@ -84,6 +85,7 @@ type source struct {
 	Note      string   `json:"note,omitempty"`
 	Break     string   `json:"break,omitempty"`
 	Hit       int      `json:"hit,omitempty"`
+	Finish    bool     `json:"finish,omitempty"`
 	Libraries []string `json:"libraries,omitempty"`
 }
 
@@ -270,6 +272,7 @@ func main() {
 	flag.StringVar(&rc.args, "args", "", "run mode: the program's arguments")
 	flag.StringVar(&rc.brk, "break", "", "run mode: the capture point, a gdb location")
 	flag.IntVar(&rc.hit, "hit", 1, "run mode: capture at this hit of the breakpoint")
+	flag.BoolVar(&rc.finish, "finish", false, "run mode: capture after the function at -break returns (gdb finish)")
 	flag.StringVar(&rc.scsExpr, "scs-base", "", "run mode: C expression for the shadow call stack's base")
 	flag.StringVar(&rc.cpu, "cpu", "max,pauth=off,sve=off", "run mode: QEMU CPU")
 	flag.StringVar(&rc.sysroot, "sysroot", "/usr/aarch64-linux-gnu", "run mode: root of the arm64 libraries")

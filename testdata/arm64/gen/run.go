@@ -68,6 +68,7 @@ type captured struct {
 type runConfig struct {
 	prog, args, brk, scsExpr, cpu, sysroot, expect, out, binName, note string
 	hit                                                                int
+	finish                                                             bool
 	stackMax                                                           uint64
 }
 
@@ -129,6 +130,11 @@ func capture(c runConfig) (*captured, error) {
 	gargs = append(gargs, "-ex", "break "+c.brk)
 	for range c.hit {
 		gargs = append(gargs, "-ex", "continue")
+	}
+	if c.finish {
+		// Capture in the caller, right after the call returned: its
+		// frame record and SCS push are in place whatever its prologue.
+		gargs = append(gargs, "-ex", "finish")
 	}
 	gargs = append(gargs,
 		"-ex", "python CAPTURE_OUT = "+strconv.Quote(outJSON),
@@ -299,7 +305,7 @@ func runMode(c runConfig) error {
 	qemu, _ := exec.Command("qemu-aarch64", "--version").Output()
 	qv := strings.SplitN(string(qemu), "\n", 2)[0]
 	s.Source = source{Scenario: c.args, Program: c.binName, Binary: c.binName, QEMU: strings.TrimSpace(qv) + " -cpu " + c.cpu,
-		Note: c.note, Break: c.brk, Hit: c.hit, Libraries: libs}
+		Note: c.note, Break: c.brk, Hit: c.hit, Finish: c.finish, Libraries: libs}
 	b, err := json.MarshalIndent(s, "", "\t")
 	if err != nil {
 		return err
