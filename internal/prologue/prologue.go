@@ -11,6 +11,14 @@
 // It also answers the question a reliable unwinder asks of every return
 // address: is the instruction before it a call (bl, blr, blraa, ...)?
 //
+// Functions come from the STT_FUNC and STT_GNU_IFUNC symbols of .symtab and
+// .dynsym, each (name, address) once: system libraries are stripped to
+// .dynsym. A file that is not a 64-bit little-endian arm64 ELF file, is
+// truncated or corrupt, or has no function symbol fails with a [FileError]
+// that names the file, says what is wrong and, where it applies, at which
+// offset. TestObjdump checks the scanner against aarch64-linux-gnu-objdump
+// on Debian's arm64 libc, ld.so, libm, libstdc++ and libgcc_s.
+//
 // Instructions are decoded with arm64asm; the pointer-authentication
 // instructions arm64asm does not know (retaa, retab, blraa and relatives)
 // are matched by their encodings from the Arm ARM.

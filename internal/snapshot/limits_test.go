@@ -98,6 +98,7 @@ func TestLoadOversizedRegion(t *testing.T) {
 		size  int64 // base64 characters in the data string
 	}{
 		{"1MiB limit, 64MiB region", 1 << 20, 64 << 20},
+		{"64MiB limit, 300MiB region", MaxRegionSize, 300 << 20},
 		{"64MiB limit, 4GiB region", MaxRegionSize, 4 << 30},
 		{"64MiB limit, region just over", MaxRegionSize, (MaxRegionSize + 8) / 3 * 4},
 	} {
