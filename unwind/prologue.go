@@ -25,6 +25,10 @@ type CallSite = prologue.CallSite
 // ErrNotArm64 is returned for an ELF file that is not AArch64.
 var ErrNotArm64 = prologue.ErrNotArm64
 
+// ErrNoFuncSymbols is returned for an ELF file with no function symbol in
+// .symtab or .dynsym.
+var ErrNoFuncSymbols = prologue.ErrNoFuncSymbols
+
 // OpenBinary opens and scans the arm64 ELF file at path.
 func OpenBinary(path string) (*Binary, error) { return prologue.Open(path) }
 

@@ -31,6 +31,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	fmt.Printf("# %s: %d functions from %s\n", os.Args[1], len(b.Funcs()), b.SymbolTables())
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 1, ' ', 0)
 	fmt.Fprintln(w, "ADDR\tSIZE\tFUNCTION\tSCS\tSIGN\tAUTH\tFRAME\tBTI\tNOPS\tMOVX9\tCALLS")
 	yn := func(b bool) string {

@@ -11,15 +11,21 @@
 // It also answers the question a reliable unwinder asks of every return
 // address: is the instruction before it a call (bl, blr, blraa, ...)?
 //
+// Functions come from the STT_FUNC and STT_GNU_IFUNC symbols of .symtab and
+// .dynsym, each (name, address) once: system libraries are stripped to
+// .dynsym. A file that is not a 64-bit little-endian arm64 ELF file, is
+// truncated or corrupt, or has no function symbol fails with a [FileError]
+// that names the file, says what is wrong and, where it applies, at which
+// offset. TestObjdump checks the scanner against aarch64-linux-gnu-objdump
+// on Debian's arm64 libc, ld.so, libm, libstdc++ and libgcc_s.
+//
 // Instructions are decoded with arm64asm; the pointer-authentication
 // instructions arm64asm does not know (retaa, retab, blraa and relatives)
 // are matched by their encodings from the Arm ARM.
 package prologue
 
 import (
-	"debug/elf"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"sort"
 
@@ -219,6 +225,20 @@ func scanCode(name string, addr uint64, code []byte, dec decoder) Func {
 			entry = false
 			continue
 		}
+		// The non-hint forms (pacia/pacib/autia/autib x30, Xn|SP and the
+		// zero-modifier paciza/autiza ...), which arm64asm does not decode:
+		// with SP as the modifier pacia x30, sp signs exactly as paciasp.
+		if pacDataProc(w) {
+			if sign, k, ok := pacX30(w); ok {
+				if sign {
+					f.setSign(k, i, &signAt)
+				} else {
+					f.setAuth(k)
+				}
+			}
+			entry = false
+			continue
+		}
 		d := dec.decode(w)
 		if callKind(w, d) {
 			f.Calls++
@@ -244,7 +264,9 @@ func scanCode(name string, addr uint64, code []byte, dec decoder) Func {
 			case h == hintAUTIBSP || h == hintAUTIBZ:
 				f.setAuth(KeyB)
 			case h >= hintBTI && h <= hintBTI+6 && h%2 == 0:
-				if i == 0 {
+				// A landing pad anywhere in the entry run of BTI and NOPs:
+				// with -fpatchable-function-entry the NOPs may come first.
+				if entry {
 					f.BTI = true
 				}
 				continue // a landing pad keeps the entry sequence going
@@ -263,8 +285,10 @@ func scanCode(name string, addr uint64, code []byte, dec decoder) Func {
 			}
 			entry = false
 		case arm64asm.MOV, arm64asm.ADD:
-			// mov x29, sp or add x29, sp, #off after the pair store.
-			if spX29Pair && isReg(in.Args[0], arm64asm.X29) && isReg(in.Args[1], arm64asm.SP) {
+			// mov x29, sp or add x29, sp, #off after the pair store. Register
+			// 31 is sp only where the instruction reads it as sp (arm64asm
+			// types it RegSP); "mov x29, xzr" (orr) zeroes x29 instead.
+			if spX29Pair && isReg(in.Args[0], arm64asm.X29) && isSP(in.Args[1]) {
 				f.FrameRecord = true
 			}
 			entry = false
@@ -288,6 +312,42 @@ func isReg(a arm64asm.Arg, r arm64asm.Reg) bool {
 	return false
 }
 
+// isSP reports whether a is register 31 read as the stack pointer.
+func isSP(a arm64asm.Arg) bool {
+	r, ok := a.(arm64asm.RegSP)
+	return ok && r == arm64asm.RegSP(arm64asm.SP)
+}
+
+// pacDataProc matches every allocated non-hint PAC instruction of the
+// data-processing (1 source) group (Arm ARM C4.1.94: PACIA ... AUTDZB,
+// opcode 0b000000 to 0b010001 in bits 15:10), which arm64asm does not
+// decode, so they count as known words.
+func pacDataProc(w uint32) bool {
+	return w&0xffff0000 == 0xdac10000 && w>>10&0x3f <= 0x11 &&
+		(w>>13&1 == 0 || w>>5&31 == 31)
+}
+
+// pacX30 matches the non-hint v8.3 instructions that sign or authenticate
+// x30 with an instruction key (Arm ARM C6.2: PACIA, PACIB, AUTIA, AUTIB
+// with a register or SP modifier, and PACIZA ... AUTIZB with zero): bits
+// 31:14 and 12:10 give the operation, bit 13 is Z, Rd (bits 4:0) is 30.
+func pacX30(w uint32) (sign bool, k Key, ok bool) {
+	if w&0x1f != 30 || (w&(1<<13) != 0 && w>>5&31 != 31) { // Z=1 needs Rn=31
+		return false, KeyNone, false
+	}
+	switch w & 0xffffdc1f {
+	case 0xdac1001e:
+		return true, KeyA, true
+	case 0xdac1041e:
+		return true, KeyB, true
+	case 0xdac1101e:
+		return false, KeyA, true
+	case 0xdac1141e:
+		return false, KeyB, true
+	}
+	return false, KeyNone, false
+}
+
 func (f *Func) setSign(k Key, i int, at *int) {
 	if f.Sign == KeyNone {
 		f.Sign, *at = k, i
@@ -298,93 +358,6 @@ func (f *Func) setAuth(k Key) {
 	if f.Auth == KeyNone {
 		f.Auth = k
 	}
-}
-
-type section struct {
-	addr uint64
-	data []byte
-}
-
-// Binary is an arm64 ELF file's executable code and function symbols.
-type Binary struct {
-	text  []section // executable sections, sorted by address
-	funcs []Func
-}
-
-// ErrNotArm64 is returned for an ELF file of another machine.
-var ErrNotArm64 = errors.New("prologue: not an arm64 (EM_AARCH64) ELF file")
-
-// Open reads and scans the ELF file at path.
-func Open(path string) (*Binary, error) {
-	f, err := elf.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return New(f)
-}
-
-// New scans f. It reads every executable section and every STT_FUNC
-// symbol in one; symbols without a size extend to the next symbol or the
-// section end.
-func New(f *elf.File) (*Binary, error) {
-	if f.Machine != elf.EM_AARCH64 {
-		return nil, ErrNotArm64
-	}
-	b := &Binary{}
-	for _, s := range f.Sections {
-		if s.Type != elf.SHT_PROGBITS || s.Flags&elf.SHF_EXECINSTR == 0 || s.Size == 0 {
-			continue
-		}
-		data, err := s.Data()
-		if err != nil {
-			return nil, fmt.Errorf("prologue: section %s: %w", s.Name, err)
-		}
-		b.text = append(b.text, section{addr: s.Addr, data: data})
-	}
-	sort.Slice(b.text, func(i, j int) bool { return b.text[i].addr < b.text[j].addr })
-	syms, err := f.Symbols()
-	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-		return nil, fmt.Errorf("prologue: %w", err)
-	}
-	var fs []elf.Symbol
-	for _, s := range syms {
-		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF {
-			fs = append(fs, s)
-		}
-	}
-	sort.SliceStable(fs, func(i, j int) bool { return fs[i].Value < fs[j].Value })
-	dec := decoder{}
-	for i, s := range fs {
-		sec := b.section(s.Value)
-		if sec == nil {
-			continue
-		}
-		off := s.Value - sec.addr
-		size := s.Size
-		if size == 0 {
-			size = uint64(len(sec.data)) - off
-			if i+1 < len(fs) && fs[i+1].Value > s.Value && fs[i+1].Value-s.Value < size {
-				size = fs[i+1].Value - s.Value
-			}
-		}
-		size = min(size, uint64(len(sec.data))-off)
-		b.funcs = append(b.funcs, scanCode(s.Name, s.Value, sec.data[off:off+size], dec))
-	}
-	return b, nil
-}
-
-// section returns the executable section holding addr, or nil.
-func (b *Binary) section(addr uint64) *section {
-	i := sort.Search(len(b.text), func(i int) bool { return b.text[i].addr > addr })
-	if i == 0 {
-		return nil
-	}
-	s := &b.text[i-1]
-	if addr-s.addr >= uint64(len(s.data)) {
-		return nil
-	}
-	return s
 }
 
 // Funcs returns the functions in address order. The slice must not be

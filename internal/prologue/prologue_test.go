@@ -102,6 +102,15 @@ func TestScanCode(t *testing.T) {
 			Func{FtraceMovX9: true, Calls: 1, Sign: KeyA, FrameRecord: true}},
 		{"mov x9, x30 late", []uint32{nop, nop, nop, nop, insnMovX9LR}, Func{EntryNOPs: 4}},
 		{"undefined words", []uint32{undefined, nop, undefined}, Func{Unknown: 2}},
+		// Register 31 of orr is xzr: x29 = 0 is no frame record.
+		{"mov x29, xzr", []uint32{stpPre, 0xaa1f03fd, bl}, Func{Calls: 1}},
+		{"pacia x30, sp", []uint32{0xdac103fe, stpPre, movX29SP, bl, ldpPost, 0xdac113fe, ret},
+			Func{Sign: KeyA, Auth: KeyA, FrameRecord: true, Calls: 1}},
+		{"pacib x30, sp", []uint32{0xdac107fe, insnSCSPush, 0xdac117fe}, Func{Sign: KeyB, Auth: KeyB, SCSPush: true, SignBeforePush: true}},
+		{"paciza x30", []uint32{0xdac123fe, 0xdac137fe}, Func{Sign: KeyA, Auth: KeyB}},
+		{"pacia x16, sp", []uint32{0xdac103f0, 0xdac113f0}, Func{}},
+		{"nops then bti", []uint32{nop, nop, btic, paciasp}, Func{EntryNOPs: 2, BTI: true, Sign: KeyA}},
+		{"bti in body", []uint32{stpPre, btic}, Func{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,7 +142,7 @@ var instrumented = []string{
 // TestCommittedBinaries checks the scanner against what the build flags of
 // each committed test binary guarantee.
 func TestCommittedBinaries(t *testing.T) {
-	files, err := filepath.Glob(binDir + "/*.elf")
+	files, err := filepath.Glob(binDir + "/[cg]*-*.elf")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -214,10 +214,10 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
-// TestLoadTooLarge checks the region size limit at its boundary, both the
-// quick check on the base64 length and the exact one on the decoded
-// length. The limit is lowered from 64 MiB to keep the test fast; the
-// arithmetic does not depend on it, and a real 64 MiB load costs seconds.
+// TestLoadTooLarge checks the region size limit at its boundary (the
+// streaming decoder checks it per 4 KiB of base64 and exactly at the end).
+// The limit is lowered from 64 MiB to keep the test fast; the arithmetic
+// does not depend on it (limits_test.go runs the real one).
 func TestLoadTooLarge(t *testing.T) {
 	good := string(encode(t, valid()))
 	old := `"` + words(0x1044, 0x1024, 0, 0) + `"`
@@ -353,8 +353,19 @@ func FuzzLoad(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"version":1,"arch":"arm64","va_bits":39,"tbi":false,"regs":{"pc":"0x0","sp":"0x10","x29":"0x0","x30":"0x0"},"regions":[{"name":"s","kind":"stack","base":"0x10","data":"AAAAAAAAAAA="}],"symbols":[]}`))
+	f.Add([]byte(`{"version":1,"x":[{"a":"\u00e9\ud83d\ude00"},-1.5e+3,true,null],"symbols":[{"size":"0x10"}]}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		s, err := Load(bytes.NewReader(in))
+		// The token reader agrees with encoding/json on what is JSON
+		// (beyond its documented limits: nesting, number length).
+		var ce *errs.CorruptError
+		syntax := errors.As(err, &ce) && ce.Rule == RuleSyntax
+		if valid := json.Valid(in); valid && syntax && !strings.Contains(ce.Detail, "nesting") &&
+			!strings.Contains(ce.Detail, "number longer") {
+			t.Fatalf("encoding/json accepts the document, Load: %v", err)
+		} else if !valid && err == nil {
+			t.Fatalf("encoding/json rejects the document, Load accepts it")
+		}
 		if err != nil {
 			if s != nil {
 				t.Fatal("snapshot with error")

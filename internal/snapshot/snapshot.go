@@ -16,11 +16,7 @@
 package snapshot
 
 import (
-	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 
@@ -32,11 +28,29 @@ import (
 // Version is the snapshot format version Load understands.
 const Version = 1
 
-// MaxRegionSize is the largest region a snapshot may hold, 64 MiB.
-const MaxRegionSize = 64 << 20
+// Limits Load enforces while reading, before allocating past them.
+const (
+	// MaxRegionSize is the largest region a snapshot may hold, 64 MiB.
+	MaxRegionSize = 64 << 20
+	// MaxTotalSize bounds what a snapshot keeps: the decoded bytes of all
+	// regions plus every name and string kept, 256 MiB.
+	MaxTotalSize = 256 << 20
+	// MaxRegions is the largest number of regions, 4096.
+	MaxRegions = 4096
+	// MaxSymbols is the largest number of symbols (and of expect
+	// entries), 1<<20.
+	MaxSymbols = 1 << 20
+	// MaxString is the longest name or other string kept, 64 KiB.
+	MaxString = 64 << 10
+)
 
-// maxRegion is the limit Load enforces: MaxRegionSize, lowered by tests.
-var maxRegion = MaxRegionSize
+// The limits Load enforces: the constants above, lowered by tests.
+var (
+	maxRegion  = MaxRegionSize
+	maxTotal   = MaxTotalSize
+	maxRegions = MaxRegions
+	maxSymbols = MaxSymbols
+)
 
 // Region kinds with a meaning to Load. Other kinds are kept as given.
 const (
@@ -48,11 +62,16 @@ const (
 // error's Detail starts with the name of the offending field, e.g.
 // "regions[2].base: ...".
 const (
-	RuleSyntax     = "snapshot syntax"           // not a JSON document of the right shape
-	RuleMissing    = "snapshot missing field"    // a required field is absent
-	RuleBadValue   = "snapshot bad value"        // bad hex, base64, version, arch, va_bits, ...
-	RuleOverlap    = "snapshot regions overlap"  // two regions share an address
-	RuleTooLarge   = "snapshot region too large" // a region over MaxRegionSize
+	RuleSyntax   = "snapshot syntax"           // not a JSON document of the right shape
+	RuleMissing  = "snapshot missing field"    // a required field is absent
+	RuleBadValue = "snapshot bad value"        // bad hex, base64, version, arch, va_bits, ...
+	RuleOverlap  = "snapshot regions overlap"  // two regions share an address
+	RuleTooLarge = "snapshot region too large" // a region over MaxRegionSize
+	// RuleTotalTooLarge: the regions and strings together pass MaxTotalSize.
+	RuleTotalTooLarge = "snapshot too large"
+	// RuleTooMany: more than MaxRegions regions or MaxSymbols symbols or
+	// expect entries.
+	RuleTooMany    = "snapshot too many entries"
 	RuleRegOutside = "snapshot register outside" // sp/x29/x18/scs_base not where it must point
 )
 
@@ -106,40 +125,6 @@ func (s *Snapshot) SCSRegion() *mem.Region {
 	return s.Memory.Find(s.SCSBase)
 }
 
-// file is the JSON shape. Pointers tell a missing field from a zero one.
-type file struct {
-	Version *int          `json:"version"`
-	Arch    *string       `json:"arch"`
-	VABits  *int          `json:"va_bits"`
-	TBI     *bool         `json:"tbi"`
-	Regs    *fileRegs     `json:"regs"`
-	SCSBase *string       `json:"scs_base"`
-	Regions *[]fileRegion `json:"regions"`
-	Symbols *[]fileSymbol `json:"symbols"`
-	Expect  []string      `json:"expect"`
-}
-
-type fileRegs struct {
-	PC  *string `json:"pc"`
-	SP  *string `json:"sp"`
-	X18 *string `json:"x18"`
-	X29 *string `json:"x29"`
-	X30 *string `json:"x30"`
-}
-
-type fileRegion struct {
-	Name *string `json:"name"`
-	Kind *string `json:"kind"`
-	Base *string `json:"base"`
-	Data *string `json:"data"`
-}
-
-type fileSymbol struct {
-	Name *string          `json:"name"`
-	Addr *string          `json:"addr"`
-	Size *json.RawMessage `json:"size"`
-}
-
 func fieldErr(rule string, addr uint64, field, format string, args ...any) error {
 	return errs.Corruptf(rule, addr, "%s: %s", field, fmt.Sprintf(format, args...))
 }
@@ -172,57 +157,6 @@ func clip(s string) string {
 	return s
 }
 
-// parseSize parses a symbol size: a JSON number or a hex string.
-func parseSize(field string, raw *json.RawMessage) (uint64, error) {
-	if raw == nil {
-		return 0, missing(field)
-	}
-	b := []byte(*raw)
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return 0, fieldErr(RuleBadValue, 0, field, "bad string")
-		}
-		return parseHex(field, &s)
-	}
-	v, err := strconv.ParseUint(string(b), 10, 64)
-	if err != nil {
-		return 0, fieldErr(RuleBadValue, 0, field, "bad size %q: want a non-negative integer or hex string", clip(string(b)))
-	}
-	return v, nil
-}
-
-// Load reads one snapshot (format version 1) from r and checks it.
-func Load(r io.Reader) (*Snapshot, error) {
-	dec := json.NewDecoder(r)
-	var f file
-	if err := dec.Decode(&f); err != nil {
-		return nil, jsonErr(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errs.Corruptf(RuleSyntax, uint64(dec.InputOffset()), "trailing data after the snapshot")
-	}
-	return build(&f)
-}
-
-func jsonErr(err error) error {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return errs.Corruptf(RuleSyntax, uint64(se.Offset), "%v", se)
-	case errors.As(err, &te):
-		field := te.Field
-		if field == "" {
-			field = "(document)"
-		}
-		return errs.Corruptf(RuleBadValue, uint64(te.Offset), "%s: JSON %s where %s is wanted", field, te.Value, te.Type)
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return errs.Corruptf(RuleSyntax, 0, "truncated or empty document")
-	}
-	return errs.Corruptf(RuleSyntax, 0, "%v", err)
-}
-
 func build(f *file) (*Snapshot, error) {
 	s := &Snapshot{Memory: new(mem.Memory)}
 	switch {
@@ -240,8 +174,6 @@ func build(f *file) (*Snapshot, error) {
 		return nil, missing("tbi")
 	case f.Regs == nil:
 		return nil, missing("regs")
-	case f.Regions == nil:
-		return nil, missing("regions")
 	case f.Symbols == nil:
 		return nil, missing("symbols")
 	}
@@ -288,13 +220,16 @@ func build(f *file) (*Snapshot, error) {
 		}
 	}
 
-	// Regions.
-	if len(*f.Regions) == 0 {
+	// Regions, already decoded and checked one by one while reading.
+	if !f.HasRegions {
+		return nil, missing("regions")
+	}
+	if len(f.Regions) == 0 {
 		return nil, fieldErr(RuleMissing, 0, "regions", "at least one region is required")
 	}
-	for i, fr := range *f.Regions {
-		if err := addRegion(s.Memory, i, fr); err != nil {
-			return nil, err
+	for i, r := range f.Regions {
+		if err := s.Memory.Add(r); err != nil {
+			return nil, fieldErr(RuleOverlap, r.Base, fmt.Sprintf("regions[%d]", i), "%v", err)
 		}
 	}
 
@@ -334,7 +269,7 @@ func build(f *file) (*Snapshot, error) {
 		if err != nil {
 			return nil, err
 		}
-		size, err := parseSize(field+".size", fs.Size)
+		size, err := parseSize(field+".size", fs.Size, fs.SizeIsString)
 		if err != nil {
 			return nil, err
 		}
@@ -353,46 +288,51 @@ func build(f *file) (*Snapshot, error) {
 	return s, nil
 }
 
-func addRegion(m *mem.Memory, i int, fr fileRegion) error {
+// newRegion checks one region read from the file (data already decoded
+// and within the size limit) and builds it.
+func newRegion(i int, fr *fileRegion) (*mem.Region, error) {
 	field := fmt.Sprintf("regions[%d]", i)
 	switch {
 	case fr.Name == nil:
-		return missing(field + ".name")
+		return nil, missing(field + ".name")
 	case fr.Kind == nil:
-		return missing(field + ".kind")
-	case fr.Data == nil:
-		return missing(field + ".data")
+		return nil, missing(field + ".kind")
+	case !fr.HasData:
+		return nil, missing(field + ".data")
 	}
 	base, err := parseHex(field+".base", fr.Base)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	// Check the size before decoding: base64 holds 3 bytes per 4 chars.
-	if len(*fr.Data)/4*3 > maxRegion+2 {
-		return fieldErr(RuleTooLarge, base, field+".data", "about %d bytes, more than %d", len(*fr.Data)/4*3, maxRegion)
-	}
-	data, err := base64.StdEncoding.DecodeString(*fr.Data)
-	if err != nil {
-		return fieldErr(RuleBadValue, base, field+".data", "bad base64: %v", err)
-	}
+	data := fr.Data
 	switch {
-	case len(data) > maxRegion:
-		return fieldErr(RuleTooLarge, base, field+".data", "%d bytes, more than %d", len(data), maxRegion)
 	case len(data) == 0:
-		return fieldErr(RuleBadValue, base, field+".data", "empty region")
+		return nil, fieldErr(RuleBadValue, base, field+".data", "empty region")
 	case len(data)%8 != 0:
-		return fieldErr(RuleBadValue, base, field+".data", "%d bytes, not a multiple of 8", len(data))
+		return nil, fieldErr(RuleBadValue, base, field+".data", "%d bytes, not a multiple of 8", len(data))
 	case base%8 != 0:
-		return fieldErr(RuleBadValue, base, field+".base", "%#x not 8-byte aligned", base)
+		return nil, fieldErr(RuleBadValue, base, field+".base", "%#x not 8-byte aligned", base)
 	}
 	r, err := mem.NewRegionBytes(*fr.Name, *fr.Kind, base, data)
 	if err != nil {
-		return fieldErr(RuleBadValue, base, field, "%v", err)
+		return nil, fieldErr(RuleBadValue, base, field, "%v", err)
 	}
-	if err := m.Add(r); err != nil {
-		return fieldErr(RuleOverlap, base, field, "%v", err)
+	return r, nil
+}
+
+// parseSize parses a symbol size: a JSON number (text) or a hex string.
+func parseSize(field string, p *string, isString bool) (uint64, error) {
+	if p == nil {
+		return 0, missing(field)
 	}
-	return nil
+	if isString {
+		return parseHex(field, p)
+	}
+	v, err := strconv.ParseUint(*p, 10, 64)
+	if err != nil {
+		return 0, fieldErr(RuleBadValue, 0, field, "bad size %s: want a non-negative integer or hex string", clip(*p))
+	}
+	return v, nil
 }
 
 // inKind checks that addr lies in a region of the given kind.

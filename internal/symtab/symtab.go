@@ -15,17 +15,24 @@ type Symbol struct {
 }
 
 // Symbolizer maps code addresses to symbols by binary search. Symbols may
-// overlap (the innermost, i.e. latest-starting, containing symbol wins) and
-// may have size 0 (then only their exact address matches). A Symbolizer is
+// come in any order, may overlap and may have size 0 (then only their
+// exact address matches). Of the symbols containing an address the
+// innermost wins: the latest-starting, then the smallest, then (aliases
+// with the same address and size) the first given. A Symbolizer is
 // immutable and safe for concurrent use.
 type Symbolizer struct {
-	syms   []Symbol // sorted by Addr, then by Size descending
+	syms   []Symbol // sorted by Addr, then by Size descending, then given order reversed
 	maxEnd []uint64 // maxEnd[i]: the largest end of syms[0..i]
 }
 
 // NewSymbolizer returns a symbolizer over a copy of syms.
 func NewSymbolizer(syms []Symbol) *Symbolizer {
-	s := &Symbolizer{syms: append([]Symbol(nil), syms...)}
+	s := &Symbolizer{syms: make([]Symbol, len(syms))}
+	// Lookup takes the last candidate in sorted order: the first given of
+	// equal symbols must sort last.
+	for i, sym := range syms {
+		s.syms[len(syms)-1-i] = sym
+	}
 	sort.SliceStable(s.syms, func(i, j int) bool {
 		a, b := s.syms[i], s.syms[j]
 		if a.Addr != b.Addr {

@@ -76,3 +76,15 @@ func BenchmarkLookup(b *testing.B) {
 		pc = (pc+4099*4)&(1<<18-1) | 0x400000
 	}
 }
+
+// TestAliasesFirstGiven: of symbols with the same address and size, the
+// first given names the address, whatever the order of the others.
+func TestAliasesFirstGiven(t *testing.T) {
+	s := NewSymbolizer([]Symbol{{"z", 0x100, 0x10}, {"memcpy", 0x200, 0x20}, {"__memcpy", 0x200, 0x20}, {"a", 0x100, 0x10}})
+	if got := s.Func(0x210); got != "memcpy" {
+		t.Errorf("Func(0x210) = %q, want memcpy (first given)", got)
+	}
+	if got := s.Func(0x100); got != "z" {
+		t.Errorf("Func(0x100) = %q, want z (first given)", got)
+	}
+}

@@ -2,7 +2,7 @@
 # build.sh rebuilds every arm64 capture in testdata/arm64 from source.
 #
 # Needs Debian packages only:
-#   apt-get install -y clang lld gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+#   apt-get install -y clang lld gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user gdb-multiarch
 # plus the Go toolchain (for testdata/arm64/gen). Run from anywhere:
 #   sh testdata/arm64/build.sh
 #
@@ -124,8 +124,62 @@ for cc in clang gcc; do
 		"$o/rt.o" "$o/capture.o" "$o/chain.o" "$o/leaf.o"
 done
 
-mkdir -p "$here/bin" "$here/snapshots"
-rm -f "$here"/snapshots/*.json "$here"/bin/*.elf
+# Hand-written prologue shapes (src/shapes.S) for the scanner's tests: a
+# static executable, a shared library with .symtab and .dynsym, the same
+# stripped to .dynsym only, and the executable with no symbols at all.
+clang --target=aarch64-linux-gnu -march=armv8.5-a -c "$src/shapes.S" -o "$work/shapes.o"
+ld.lld -static -nostdlib --build-id=none -z max-page-size=4096 -e sp_frame -o "$bin/shapes.elf" "$work/shapes.o"
+ld.lld -shared --build-id=none -z max-page-size=4096 -o "$bin/shapes.so" "$work/shapes.o"
+aarch64-linux-gnu-strip -o "$bin/shapes-stripped.so" "$bin/shapes.so"
+aarch64-linux-gnu-strip -o "$bin/shapes-nosyms.elf" "$bin/shapes.elf"
+
+# A dynamically linked PIE program on glibc (src/dyn.c, src/dynrt.c),
+# captured by "gen -run" at a gdb breakpoint, with gdb-multiarch's own
+# backtrace kept for the comparison (unwind TestSnapshotGDB). -z now: no
+# lazy binding (ld.so's resolver is not built with -ffixed-x18).
+gdbsnaps=$work/out/gdb
+mkdir -p "$gdbsnaps"
+if command -v gdb-multiarch >/dev/null; then
+	DYN="-O2 -g -fdebug-prefix-map=$root=. -fPIE -ffixed-x18 -fno-omit-frame-pointer -fno-optimize-sibling-calls -mbranch-protection=pac-ret -Wall -Werror"
+	for cc in clang gcc; do
+		o=$work/dyn-$cc
+		mkdir -p "$o"
+		if [ $cc = clang ]; then
+			CC="clang --target=aarch64-linux-gnu"
+			LINK="$CC -fuse-ld=lld"
+			rt=main # clang inlines with_scs into main
+		else
+			CC=aarch64-linux-gnu-gcc
+			LINK=$CC
+			rt=with_scs,main
+		fi
+		$CC $DYN -c "$src/dynrt.c" -o "$o/dynrt.o"
+		$CC $DYN $SCS -c "$src/dyn.c" -o "$o/dyn.o"
+		$LINK -pie -Wl,-z,now -Wl,--build-id=none -o "$bin/dyn-$cc.elf" "$o/dynrt.o" "$o/dyn.o"
+		for sc in qsort signal; do
+			case $sc in
+			qsort) exp="capture_here,cmp_ints,?,?,?,qsort_r,sort_it,run_qsort,$rt,?,__libc_start_main,_start"
+				note="comparator called back through glibc's qsort (msort_with_tmp x3 and __libc_start_call_main have no symbol in .dynsym)" ;;
+			signal) exp="capture_here,handler_mid,on_usr1,?,sig_raise,sig_mid,run_signal,$rt,?,__libc_start_main,_start"
+				note="SIGUSR1 handler on the normal stack; sig_raise interrupted after its rt_sigqueueinfo svc; ? after on_usr1 is QEMU's sigreturn trampoline" ;;
+			esac
+			# Stopped when snap_touch returns: capture_here's frame is set
+			# up whatever the compiler's prologue scheduling.
+			"$work/gen" -run "$bin/dyn-$cc.elf" -args $sc -break snap_touch -finish -scs-base g_scs_base \
+				-binary testdata/arm64/bin/dyn-$cc.elf -expect "$exp" -note "$note" \
+				-o "$gdbsnaps/dyn-$cc-$sc.json" >"$work/dyn-$cc-$sc.txt" 2>"$work/dyn-$cc-$sc.err" ||
+				{ cat "$work/dyn-$cc-$sc.err" >&2; exit 1; }
+			if [ -n "${VERBOSE:-}" ]; then cat "$work/dyn-$cc-$sc.txt"; fi
+		done
+	done
+else
+	echo "build.sh: gdb-multiarch not found: keeping testdata/arm64/gdb and bin/dyn-*.elf" >&2
+	cp "$here"/bin/dyn-*.elf "$bin/" && cp "$here"/gdb/*.json "$gdbsnaps/"
+fi
+
+mkdir -p "$here/bin" "$here/snapshots" "$here/gdb"
+rm -f "$here"/snapshots/*.json "$here"/bin/*.elf "$here"/bin/*.so "$here"/gdb/*.json
+cp "$gdbsnaps"/*.json "$here/gdb/"
 cp "$snaps"/*.json "$here/snapshots/"
-cp "$bin"/*.elf "$here/bin/"
+cp "$bin"/*.elf "$bin"/*.so "$here/bin/"
 echo "build.sh: $(ls "$snaps" | wc -l) snapshots in $here/snapshots, $(ls "$bin" | wc -l) binaries in $here/bin"

@@ -1,9 +1,28 @@
-// Command gen converts a raw capture dump written by the arm64 test program
-// (testdata/arm64/src) into a snapshot file, format version 1 (see
-// testdata/README.md). It reads the function symbols from the program's
-// ELF file and adds the known call chain of the dump's scenario.
+// Command gen makes snapshot files, format version 1 (see
+// testdata/README.md), in two ways.
 //
-// Usage:
+// Any arm64 Linux program (static or dynamically linked, PIE or not): gen
+// runs it under qemu-aarch64 -g, stops it with gdb-multiarch at a capture
+// point and records the registers, the stack, the shadow call stack (if the
+// program has one), the function symbols of the executable and of every
+// shared library moved by its load bias, the expected chain given on the
+// command line, and gdb's own backtrace at the same point (field "gdb",
+// ignored by the loader) for comparison:
+//
+//	go run ./testdata/arm64/gen -run ./prog -args "qsort" -break capture_here \
+//	    -scs-base g_scs_base -expect capture_here,cmp_ints,...,_start -o out.json
+//
+// -break is any gdb location (a function: after its prologue; *ADDR: that
+// instruction), -hit N stops at its Nth hit, -finish captures in the caller
+// once the function at -break has returned, -scs-base is a C expression
+// gdb evaluates at the stop for the shadow call stack's base (omit it for
+// a program without one), -cpu the QEMU CPU (default max,pauth=off,sve=off:
+// gdb 13 reads neither PACs nor QEMU 7.2's SVE signal frames), -sysroot the
+// libraries' root (default /usr/aarch64-linux-gnu).
+//
+// The test program of testdata/arm64/src writes a raw dump itself; gen
+// converts it, with the ELF file's function symbols and the known call
+// chain of the dump's scenario:
 //
 //	go run ./testdata/arm64/gen -elf prog.elf -dump capture.bin -o out.json \
 //	    -compiler "clang 14.0.6" -cflags "..." -qemu "qemu-aarch64 7.2 -cpu max"
@@ -57,13 +76,17 @@ type symbol struct {
 }
 
 type source struct {
-	Scenario string `json:"scenario"`
-	Program  string `json:"program"`
-	Binary   string `json:"binary"`
-	Compiler string `json:"compiler"`
-	CFlags   string `json:"cflags"`
-	QEMU     string `json:"qemu"`
-	Note     string `json:"note,omitempty"`
+	Scenario  string   `json:"scenario"`
+	Program   string   `json:"program"`
+	Binary    string   `json:"binary"`
+	Compiler  string   `json:"compiler"`
+	CFlags    string   `json:"cflags"`
+	QEMU      string   `json:"qemu"`
+	Note      string   `json:"note,omitempty"`
+	Break     string   `json:"break,omitempty"`
+	Hit       int      `json:"hit,omitempty"`
+	Finish    bool     `json:"finish,omitempty"`
+	Libraries []string `json:"libraries,omitempty"`
 }
 
 type snapshot struct {
@@ -72,10 +95,11 @@ type snapshot struct {
 	VABits  int      `json:"va_bits"`
 	TBI     bool     `json:"tbi"`
 	Regs    regs     `json:"regs"`
-	SCSBase hexU64   `json:"scs_base"`
+	SCSBase *hexU64  `json:"scs_base,omitempty"`
 	Regions []region `json:"regions"`
 	Symbols []symbol `json:"symbols"`
-	Expect  []string `json:"expect"`
+	Expect  []string `json:"expect,omitempty"`
+	GDB     *gdbRef  `json:"gdb,omitempty"`
 	Source  source   `json:"source"`
 }
 
@@ -159,6 +183,8 @@ func readDump(b []byte) (*dump, error) {
 	return d, nil
 }
 
+func ptr[T any](v T) *T { return &v }
+
 func cstr(b []byte) string {
 	if i := bytes.IndexByte(b, 0); i >= 0 {
 		b = b[:i]
@@ -241,7 +267,32 @@ func main() {
 	compiler := flag.String("compiler", "", "compiler and version")
 	cflags := flag.String("cflags", "", "compiler flags")
 	qemu := flag.String("qemu", "", "qemu command")
+	var rc runConfig
+	flag.StringVar(&rc.prog, "run", "", "run mode: the arm64 program to capture")
+	flag.StringVar(&rc.args, "args", "", "run mode: the program's arguments")
+	flag.StringVar(&rc.brk, "break", "", "run mode: the capture point, a gdb location")
+	flag.IntVar(&rc.hit, "hit", 1, "run mode: capture at this hit of the breakpoint")
+	flag.BoolVar(&rc.finish, "finish", false, "run mode: capture after the function at -break returns (gdb finish)")
+	flag.StringVar(&rc.scsExpr, "scs-base", "", "run mode: C expression for the shadow call stack's base")
+	flag.StringVar(&rc.cpu, "cpu", "max,pauth=off,sve=off", "run mode: QEMU CPU")
+	flag.StringVar(&rc.sysroot, "sysroot", "/usr/aarch64-linux-gnu", "run mode: root of the arm64 libraries")
+	flag.StringVar(&rc.expect, "expect", "", "run mode: the expected chain, innermost first, comma-separated")
+	flag.StringVar(&rc.note, "note", "", "run mode: a note for the source field")
+	flag.Uint64Var(&rc.stackMax, "stack-max", 1<<20, "run mode: most bytes of stack to capture above sp")
 	flag.Parse()
+	if rc.prog != "" {
+		rc.out, rc.binName = *out, *binName
+		if rc.binName == "" {
+			rc.binName = rc.prog
+		}
+		if rc.brk == "" || rc.out == "" {
+			log.Fatal("gen -run needs -break and -o")
+		}
+		if err := runMode(rc); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if *elfPath == "" || *dumpPath == "" || *out == "" {
 		flag.Usage()
 		os.Exit(2)
@@ -264,7 +315,7 @@ func main() {
 	}
 	s := snapshot{
 		Version: 1, Arch: "arm64", VABits: 48, TBI: true,
-		Regs: d.r, SCSBase: hexU64(d.scsBase), Regions: d.regions, Symbols: syms, Expect: exp,
+		Regs: d.r, SCSBase: ptr(hexU64(d.scsBase)), Regions: d.regions, Symbols: syms, Expect: exp,
 		Source: source{Scenario: d.scenario, Program: "testdata/arm64/src", Binary: *binName,
 			Compiler: *compiler, CFlags: *cflags, QEMU: *qemu, Note: note},
 	}
