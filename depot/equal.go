@@ -5,24 +5,31 @@ import (
 	"unsafe"
 )
 
+// A record slot may be evicted and rewritten while a lock-free reader
+// compares or copies it, so the reader may see a mix of old and new frames.
+// That is harmless: readers validate the record's state word afterwards and
+// discard the result if the slot changed, as a sequence-lock reader does
+// (see the package documentation). Writers only rewrite a slot after its
+// eviction has changed the state word. The Go memory model makes such racy
+// reads of machine words observe some written value, so the fast build
+// compares and copies with the runtime's vectorised memequal and memmove
+// when frames are 8 bytes; race builds use one atomic access per frame so
+// that the race detector checks the protocol itself (see equal_race.go and
+// equal_norace.go).
+
+// words8 views an 8-byte-element slice as []uint64.
+func words8[T ~uint64 | ~uintptr](s []T) []uint64 {
+	return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(s))), len(s))
+}
+
 // equalFrames reports whether the len(trace) frames of the record at p/off
 // equal trace.
-//
-// A record slot may be evicted and rewritten while a lock-free reader
-// compares it, so the comparison may see a mix of old and new frames. That
-// is harmless: callers re-read the record's state word afterwards and
-// discard the result if the slot changed, as a sequence-lock reader does.
-// The Go memory model makes such a racy read of machine words observe some
-// written value, so the fast build compares with the runtime's vectorised
-// memequal (bytes-view string comparison) when frames are 8 bytes; race
-// builds compare with atomic loads so that the race detector checks the
-// protocol itself (see equal_race.go and equal_norace.go).
 func equalFrames[T ~uint64 | ~uintptr](p *pool, off int, trace []T) bool {
 	n := len(trace)
 	if off+hdrWords+n > poolWords {
 		return false
 	}
-	w := p.words[off+hdrWords : off+hdrWords+n]
+	w := p[off+hdrWords : off+hdrWords+n]
 	if !raceEnabled && unsafe.Sizeof(T(0)) == 8 && n > 0 {
 		a := unsafe.String((*byte)(unsafe.Pointer(&w[0])), 8*n)
 		b := unsafe.String((*byte)(unsafe.Pointer(&trace[0])), 8*n)
@@ -51,4 +58,27 @@ func equalAtomic[T ~uint64 | ~uintptr](w []uint64, trace []T) bool {
 		}
 	}
 	return true
+}
+
+// readFrames copies the stored frames w into out (same length).
+func readFrames[T ~uint64 | ~uintptr](out []T, w []uint64) {
+	if !raceEnabled && unsafe.Sizeof(T(0)) == 8 {
+		copy(words8(out), w)
+		return
+	}
+	for i := range out {
+		out[i] = T(atomic.LoadUint64(&w[i]))
+	}
+}
+
+// writeFrames stores trace into the record words w (same length). The slot
+// is not reachable as a live record while it is written.
+func writeFrames[T ~uint64 | ~uintptr](w []uint64, trace []T) {
+	if !raceEnabled && unsafe.Sizeof(T(0)) == 8 {
+		copy(w, words8(trace))
+		return
+	}
+	for i, pc := range trace {
+		atomic.StoreUint64(&w[i], uint64(pc))
+	}
 }

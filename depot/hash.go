@@ -1,6 +1,29 @@
 package depot
 
-import "math/bits"
+import (
+	"hash/maphash"
+	"math/bits"
+	"unsafe"
+)
+
+// wordIs64 selects hashing a trace's bytes: []uint64 and []uintptr traces
+// of the same values have the same bytes only when uintptr has 8 bytes.
+const wordIs64 = unsafe.Sizeof(uintptr(0)) == 8
+
+// hashFrames hashes the frames of trace with d's seed. On 64-bit targets it
+// is hash/maphash over the frames' bytes: the runtime's memhash, AES-based
+// where the CPU has AES, the same function a map[string] uses, so a depot
+// lookup pays no more for hashing than a map lookup of the same bytes. It
+// is not a cryptographic hash: the depot compares every frame of a
+// candidate before it trusts a match, so a collision only costs a longer
+// chain; the seed is random per depot so that crafted traces cannot force
+// long chains across runs.
+func hashFrames[T ~uint64 | ~uintptr](d *Depot, trace []T) uint64 {
+	if wordIs64 {
+		return maphash.Bytes(d.seed, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(trace))), 8*len(trace)))
+	}
+	return hashTrace(d.seed64, trace)
+}
 
 // Odd 64-bit constants with well-spread bits, used as lane keys.
 const (
@@ -17,19 +40,12 @@ func fold(a, b uint64) uint64 {
 	return hi ^ lo
 }
 
-// hashTrace hashes the frames of trace with seed. It folds pairs of 8-byte
-// frames with a 64x64→128-bit multiply, in four independent lanes of two
-// frames each so that the multiplier latency of one lane overlaps the
-// others, then folds the lanes, the tail and the length together. This is
-// the multiply-and-fold construction of wyhash-like hashes, written for
-// whole words. It is not a cryptographic hash: the depot compares every
-// frame of a candidate before it trusts a match, so a collision only costs
-// a longer bucket chain; the seed is random per depot so that crafted
-// traces cannot force long chains across runs.
-//
-// Elements are read one at a time and widened to uint64, so []uint64 and
-// []uintptr traces of the same values hash alike on every GOARCH without a
-// copy.
+// hashTrace is the hash of 32-bit targets, where a []uintptr trace must
+// hash like the []uint64 trace of the same values. It folds pairs of
+// frames, widened to 64 bits, with a 64x64→128-bit multiply, in four
+// independent lanes so that the multiplier latency of one lane overlaps
+// the others, then folds the lanes, the tail and the length together (the
+// multiply-and-fold construction of wyhash-like hashes).
 func hashTrace[T ~uint64 | ~uintptr](seed uint64, trace []T) uint64 {
 	n := len(trace)
 	a, b, c, d := seed, seed^key1, seed^key2, seed^key3

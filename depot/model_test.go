@@ -131,7 +131,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		case 5: // Fetch of a random handle
 			h := Handle(r.Uint32())
 			if r.IntN(2) == 0 {
-				h &= 1<<genShift | 0xff<<offsetShift | 3
+				h = mkHandle(d, uint32(r.IntN(2)), uint32(32+r.IntN(64)), uint32(r.IntN(2)))
 			}
 			got, err := d.Fetch(h, nil)
 			if rec := m.lookup(h); rec != nil {
