@@ -1,6 +1,7 @@
 package depot
 
 import (
+	"cmp"
 	"errors"
 	"runtime"
 	"testing"
@@ -53,6 +54,31 @@ func TestHeapPerTrace(t *testing.T) {
 		}
 		if per > limit {
 			t.Errorf("MaxPools %d: %.1f heap bytes per %d-frame trace, limit %.0f", cfg.MaxPools, per, depth, limit)
+		}
+	}
+}
+
+// TestHeapPerRefcountedTrace measures refcounted (evictable) 32-frame
+// traces on the real heap. Every refcounted record takes the space of
+// MaxFrames frames, so that freed space serves any later trace: 528 bytes
+// at the default MaxFrames of 64, 272 with MaxFrames 32 (the same as a
+// persistent trace); the overheads on top are those of persistent traces
+// (bucket table, pool tails and bitmaps, at most 32 bytes).
+func TestHeapPerRefcountedTrace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates about 60 MB")
+	}
+	const n, depth = 50000, 32
+	for _, cfg := range []Config{{}, {MaxFrames: 32}, {MaxPools: MaxPoolsLimit}} {
+		per, stored := heapPerTrace(t, cfg, n, depth, FlagGet)
+		maxFrames := cmp.Or(cfg.MaxFrames, DefaultMaxFrames)
+		record := float64(8 * recordWords(maxFrames))
+		t.Logf("MaxFrames %d MaxPools %d: %d refcounted traces, %.1f heap bytes per trace (record %.0f)", cfg.MaxFrames, cfg.MaxPools, stored, per, record)
+		if stored != n {
+			t.Errorf("%+v: only %d of %d traces fit", cfg, stored, n)
+		}
+		if per < record || per > record+32 {
+			t.Errorf("%+v: %.1f heap bytes per refcounted trace, want %.0f to %.0f", cfg, per, record, record+32)
 		}
 	}
 }

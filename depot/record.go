@@ -2,6 +2,7 @@ package depot
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/unwindkit/unwindkit/internal/errs"
@@ -174,74 +175,95 @@ func (d *Depot) at(loc uint32) (*pool, int) {
 	return d.pools[idx].Load(), int(loc>>d.poolBits&(1<<offsetBits-1)) * slotWords
 }
 
-// resolve checks an outside handle and returns its record and current
-// state word.
-func (d *Depot) resolve(h Handle) (*pool, int, uint64, error) {
-	if h == 0 {
-		return nil, 0, 0, &HandleError{h, "zero handle"}
+// record returns the record and current state word named by the outside
+// handle h, or a nil pool if h names none (handleError says why). It is
+// the lock-free check every handle goes through.
+func (d *Depot) record(h Handle) (*pool, int, uint64) {
+	if h == 0 || d.tab.Load() == nil {
+		return nil, 0, 0
 	}
-	if d.tab.Load() == nil {
-		return nil, 0, 0, &HandleError{h, "no such pool"}
+	idx := uint32(h) & d.poolMask
+	if idx >= uint32(len(d.pools)) {
+		return nil, 0, 0
 	}
-	p, off := d.at(uint32(h))
+	p := d.pools[idx].Load()
 	if p == nil {
-		return nil, 0, 0, &HandleError{h, "no such pool"}
+		return nil, 0, 0
 	}
-	unit := off / slotWords
-	if atomic.LoadUint64(&p[unit/64])&(1<<(unit%64)) == 0 {
-		return nil, 0, 0, &HandleError{h, "not the start of a record"}
-	}
+	unit := uint32(h) >> d.poolBits & (1<<offsetBits - 1)
+	off := unit * slotWords
 	st := atomic.LoadUint64(&p[off+1])
-	if st&stLive == 0 || st>>stSeqShift&d.genMask != uint64(h)>>d.locBits {
-		return nil, 0, 0, &HandleError{h, "stale generation"}
+	if atomic.LoadUint64(&p[unit/64])>>(unit%64)&1 == 0 ||
+		st&stLive == 0 || st>>stSeqShift&d.genMask != uint64(h)>>d.locBits {
+		return nil, 0, 0
+	}
+	return p, int(off), st
+}
+
+// handleError says why record refused h.
+func (d *Depot) handleError(h Handle) error {
+	reason := "stale generation"
+	if h == 0 {
+		reason = "zero handle"
+	} else if p, off := d.at(uint32(h)); d.tab.Load() == nil || p == nil {
+		reason = "no such pool"
+	} else if unit := off / slotWords; atomic.LoadUint64(&p[unit/64])&(1<<(unit%64)) == 0 {
+		reason = "not the start of a record"
+	}
+	return &HandleError{h, reason}
+}
+
+// resolve is record with the error.
+func (d *Depot) resolve(h Handle) (*pool, int, uint64, error) {
+	p, off, st := d.record(h)
+	if p == nil {
+		return nil, 0, 0, d.handleError(h)
 	}
 	return p, off, st, nil
 }
 
 func fetch[T ~uint64 | ~uintptr](d *Depot, h Handle, dst []T) ([]T, error) {
-	p, off, st, err := d.resolve(h)
-	if err != nil {
-		return dst, err
+	p, off, st := d.record(h)
+	if p == nil {
+		return dst, d.handleError(h)
 	}
 	// Read after the state: if the state is unchanged afterwards, the
 	// length is the record's.
 	n := frameCount(atomic.LoadUint64(&p[off]))
 	if off+hdrWords+n > poolWords {
-		return dst, errs.Corruptf("record overruns its pool", uint64(h), "%d frames at word %d", n, off)
+		return dst, overrun(h, n, off)
 	}
 	base := len(dst)
-	if cap(dst)-base < n {
-		nd := make([]T, base, base+n)
-		copy(nd, dst)
-		dst = nd
+	dst = slices.Grow(dst, n)[:base+n]
+	readFrames(dst[base:], p[off+hdrWords:off+hdrWords+n])
+	// Sequence check: if a refcounted record was evicted (and perhaps
+	// reused) while we copied, the frames may be a mix; report the handle
+	// stale instead. A persistent record never changes.
+	if st&stPersistent == 0 && !d.unchanged(p, off, st) {
+		return dst[:base], &HandleError{h, "stale generation"}
 	}
-	readFrames(dst[base:base+n], p[off+hdrWords:off+hdrWords+n])
-	if st&stPersistent == 0 {
-		if testHookAfterRead != nil {
-			testHookAfterRead()
-		}
-		// Sequence check: if the record was evicted (and perhaps reused)
-		// while we copied, the frames may be a mix; report the handle
-		// stale instead.
-		if !sameRecord(atomic.LoadUint64(&p[off+1]), st) {
-			return dst[:base], &HandleError{h, "stale generation"}
-		}
-	}
-	return dst[:base+n], nil
+	return dst, nil
 }
 
-// trim applies the filter and the frame limit.
-func trim[T ~uint64 | ~uintptr](d *Depot, trace []T) []T {
-	if d.filter != nil {
-		for i, pc := range trace {
-			if d.filter(uint64(pc)) {
-				trace = trace[:i+1]
-				break
-			}
-		}
+// unchanged reports whether the record at p/off still is the one whose
+// state word was st.
+func (d *Depot) unchanged(p *pool, off int, st uint64) bool {
+	if testHookAfterRead != nil {
+		testHookAfterRead()
 	}
-	if len(trace) > d.maxFrames {
-		trace = trace[:d.maxFrames]
+	return sameRecord(atomic.LoadUint64(&p[off+1]), st)
+}
+
+func overrun(h Handle, n, off int) error {
+	return errs.Corruptf("record overruns its pool", uint64(h), "%d frames at word %d", n, off)
+}
+
+// cut cuts trace after its first frame for which filter is true.
+func cut[T ~uint64 | ~uintptr](filter func(pc uint64) bool, trace []T) []T {
+	for i, pc := range trace {
+		if filter(uint64(pc)) {
+			return trace[:i+1]
+		}
 	}
 	return trace
 }
@@ -279,11 +301,19 @@ func lookup[T ~uint64 | ~uintptr](d *Depot, t *table, trace []T, hash uint64, bo
 }
 
 func save[T ~uint64 | ~uintptr](d *Depot, trace []T, flags Flags) (Handle, error) {
-	if flags&^flagsKnown != 0 {
-		return 0, fmt.Errorf("%w %#x", ErrFlags, uint32(flags&^flagsKnown))
+	t := d.tab.Load()
+	if t == nil || flags&^flagsKnown != 0 {
+		if flags&^flagsKnown != 0 {
+			return 0, fmt.Errorf("%w %#x", ErrFlags, uint32(flags&^flagsKnown))
+		}
+		t = d.table()
 	}
-	t := d.table()
-	trace = trim(d, trace)
+	if d.filter != nil {
+		trace = cut(d.filter, trace)
+	}
+	if len(trace) > d.maxFrames {
+		trace = trace[:d.maxFrames]
+	}
 	if len(trace) == 0 {
 		return 0, ErrEmpty
 	}
