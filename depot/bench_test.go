@@ -146,7 +146,7 @@ func BenchmarkSaveHit(b *testing.B) {
 	var sinks [2]uint64
 	for _, g := range goroutines {
 		b.Run("hash/"+g.name, func(b *testing.B) {
-			run(g.g, b.N, func(w, i int) { sinks[w] += hashFrames(d, set[i%benchTraces]) })
+			run(g.g, b.N, func(w, i int) { sinks[w] += hashWords(d, set[i%benchTraces]) })
 		})
 	}
 }

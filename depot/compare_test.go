@@ -42,7 +42,7 @@ func BenchmarkCompare(b *testing.B) {
 				blockOf := func(k int) time.Duration {
 					if k == len(cs) {
 						t0 := time.Now()
-						run(g.g, block, func(w, i int) { sinks[w] += hashFrames(d, set[i%benchTraces]) })
+						run(g.g, block, func(w, i int) { sinks[w] += hashWords(d, set[i%benchTraces]) })
 						return time.Since(t0)
 					}
 					c := cs[k]

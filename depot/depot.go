@@ -107,7 +107,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 
@@ -268,7 +267,6 @@ type Depot struct {
 	// so loading tab orders every later read of them.
 	tab       atomic.Pointer[table]
 	seed      maphash.Seed
-	seed64    uint64
 	maxFrames int
 	filter    func(pc uint64) bool
 	countHits bool
@@ -334,7 +332,6 @@ func (d *Depot) setup(cfg Config) {
 	d.maxWords = recordWords(d.maxFrames)
 	d.pools = make([]atomic.Pointer[pool], np)
 	d.seed = maphash.MakeSeed()
-	d.seed64 = rand.Uint64()
 	nb := cfg.Buckets
 	d.fixed = nb != 0
 	if nb == 0 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/unwindkit/unwindkit/internal/errs"
 )
@@ -205,7 +206,9 @@ func (d *Depot) handleError(h Handle) error {
 	reason := "stale generation"
 	if h == 0 {
 		reason = "zero handle"
-	} else if p, off := d.at(uint32(h)); d.tab.Load() == nil || p == nil {
+	} else if d.tab.Load() == nil {
+		reason = "no such pool"
+	} else if p, off := d.at(uint32(h)); p == nil {
 		reason = "no such pool"
 	} else if unit := off / slotWords; atomic.LoadUint64(&p[unit/64])&(1<<(unit%64)) == 0 {
 		reason = "not the start of a record"
@@ -268,12 +271,12 @@ func cut[T ~uint64 | ~uintptr](filter func(pc uint64) bool, trace []T) []T {
 	return trace
 }
 
-// lookup walks trace's chain in t. bounded limits the walk for lock-free
-// callers. It returns the record and the state word read before its key and
-// frames were compared; a lock-free caller must validate that state before
-// trusting the match (see save).
-func lookup[T ~uint64 | ~uintptr](d *Depot, t *table, trace []T, hash uint64, bounded bool) (uint32, *pool, int, uint64, bool) {
-	key := keyOf(hash, len(trace))
+// lookup walks the chain of trace w in t. bounded limits the walk for
+// lock-free callers. It returns the record and the state word read before
+// its key and frames were compared; a lock-free caller must validate that
+// state before trusting the match (see saveWords).
+func lookup(d *Depot, t *table, w []uint64, hash uint64, bounded bool) (uint32, *pool, int, uint64, bool) {
+	key := keyOf(hash, len(w))
 	loc := atomic.LoadUint32(t.bucket(hash))
 	for steps := 0; loc != 0; steps++ {
 		if bounded && steps >= maxLockFreeSteps {
@@ -283,23 +286,23 @@ func lookup[T ~uint64 | ~uintptr](d *Depot, t *table, trace []T, hash uint64, bo
 		if p == nil {
 			break // cannot happen: chains hold records of allocated pools
 		}
+		// The state is read first: the key and frames read after it
+		// belong to the record it names if the caller's validation finds
+		// the state unchanged.
+		st := atomic.LoadUint64(&p[off+1])
 		link := atomic.LoadUint64(&p[off])
-		if link>>keyShift == key {
-			st := atomic.LoadUint64(&p[off+1])
-			// The key is read again after the state: the first read may
-			// belong to an earlier record of the slot.
-			if st&stLive != 0 && atomic.LoadUint64(&p[off])>>keyShift == key && equalFrames(p, off, trace) {
-				if testHookAfterRead != nil {
-					testHookAfterRead()
-				}
-				return loc, p, off, st, true
+		if link>>keyShift == key && st&stLive != 0 && equalFrames(p[off+hdrWords:], w) {
+			if testHookAfterRead != nil {
+				testHookAfterRead()
 			}
+			return loc, p, off, st, true
 		}
 		loc = uint32(link) & nextMask
 	}
 	return 0, nil, 0, 0, false
 }
 
+// save filters and truncates trace, views it as words and saves them.
 func save[T ~uint64 | ~uintptr](d *Depot, trace []T, flags Flags) (Handle, error) {
 	t := d.tab.Load()
 	if t == nil || flags&^flagsKnown != 0 {
@@ -317,13 +320,27 @@ func save[T ~uint64 | ~uintptr](d *Depot, trace []T, flags Flags) (Handle, error
 	if len(trace) == 0 {
 		return 0, ErrEmpty
 	}
-	hash := hashFrames(d, trace)
+	if unsafe.Sizeof(T(0)) == 8 {
+		return saveWords(d, t, words8(trace), flags)
+	}
+	// 4-byte uintptr: widen, so that the same values saved as []uint64
+	// and []uintptr are the same trace.
+	var buf [MaxFramesLimit]uint64
+	for i, pc := range trace {
+		buf[i] = uint64(pc)
+	}
+	return saveWords(d, t, buf[:len(trace)], flags)
+}
+
+// saveWords saves the filtered, truncated, non-empty trace w.
+func saveWords(d *Depot, t *table, w []uint64, flags Flags) (Handle, error) {
+	hash := hashWords(d, w)
 	// Fast path, no lock. A persistent record is never evicted, so frames
 	// compared after seeing it persistent are its own. A refcounted one
 	// is returned only by the CAS that takes the reference: it fails if
 	// the slot was evicted since the state was read, however often it was
 	// reused (the full 40-bit sequence is compared).
-	if loc, p, off, st, ok := lookup(d, t, trace, hash, true); ok {
+	if loc, p, off, st, ok := lookup(d, t, w, hash, true); ok {
 		if st&stPersistent != 0 ||
 			flags&FlagGet != 0 && st&stRefMask < stRefMask &&
 				atomic.CompareAndSwapUint64(&p[off+1], st, st+1) {
@@ -333,16 +350,16 @@ func save[T ~uint64 | ~uintptr](d *Depot, trace []T, flags Flags) (Handle, error
 			return d.handle(loc, st), nil
 		}
 	}
-	return saveSlow(d, trace, hash, flags)
+	return saveSlow(d, w, hash, flags)
 }
 
 // saveSlow looks the trace up again under the lock and inserts it if it is
 // still missing.
-func saveSlow[T ~uint64 | ~uintptr](d *Depot, trace []T, hash uint64, flags Flags) (Handle, error) {
+func saveSlow(d *Depot, w []uint64, hash uint64, flags Flags) (Handle, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t := d.tab.Load()
-	if loc, p, off, st, ok := lookup(d, t, trace, hash, false); ok {
+	if loc, p, off, st, ok := lookup(d, t, w, hash, false); ok {
 		// Under the lock the record cannot be evicted, but lock-free Get
 		// and Put may change its count (never to zero: the last Put takes
 		// the lock).
@@ -361,7 +378,7 @@ func saveSlow[T ~uint64 | ~uintptr](d *Depot, trace []T, hash uint64, flags Flag
 		return d.handle(loc, st), nil
 	}
 
-	n := len(trace)
+	n := len(w)
 	evictable := flags&FlagGet != 0
 	loc, p, off, err := d.allocLocked(recordWords(n), evictable, flags&FlagNoAlloc != 0)
 	if err != nil {
@@ -374,7 +391,7 @@ func saveSlow[T ~uint64 | ~uintptr](d *Depot, trace []T, hash uint64, flags Flag
 	b := t.bucket(hash)
 	sw := &p[off+1]
 	seq := atomic.LoadUint64(sw) & stSeqMask // a reused slot's sequence, 0 if fresh
-	writeFrames(p[off+hdrWords:off+hdrWords+n], trace)
+	writeFrames(p[off+hdrWords:off+hdrWords+n], w)
 	atomic.StoreUint64(&p[off], keyOf(hash, n)<<keyShift|uint64(atomic.LoadUint32(b)))
 	st := stLive | seq
 	if evictable {
