@@ -101,6 +101,17 @@
 // Inserts, evictions and the growth of the hash table take a mutex. A
 // reader that follows a chain being rewritten may miss a stored trace; it
 // then looks again under the mutex, so a miss is never reported wrongly.
+//
+// # Speed
+//
+// A Save hit hashes the trace (the runtime's memhash, as a map[string]
+// does), follows one bucket chain and compares every frame; with hit
+// counting on it adds one atomic add. Hashing and comparing the frames are
+// most of its cost, so on one goroutine a hit costs about what a
+// map[string] lookup of the same bytes behind a sync.Mutex costs; the
+// depot takes no lock, so goroutines hitting different traces do not wait
+// for each other. BenchmarkCompare in the tests measures the depot, a
+// mutex-guarded map and a sync.Map side by side.
 package depot
 
 import (
@@ -355,21 +366,21 @@ func (d *Depot) table() *table {
 
 // Save stores trace (innermost frame first) as a persistent record and
 // returns its handle. It does not keep trace.
-func (d *Depot) Save(trace []uint64) (Handle, error) { return save(d, trace, 0) }
+func (d *Depot) Save(trace []uint64) (Handle, error) { return d.save(trace, 0) }
 
 // SavePCs is Save for program counters as runtime.Callers returns them.
 // The same values saved as []uint64 and []uintptr give the same handle.
-func (d *Depot) SavePCs(pcs []uintptr) (Handle, error) { return save(d, pcs, 0) }
+func (d *Depot) SavePCs(pcs []uintptr) (Handle, error) { return d.savePCs(pcs, 0) }
 
 // SaveFlags is Save with flags ([FlagGet], [FlagNoAlloc]); other bits are
 // an error wrapping [ErrFlags].
 func (d *Depot) SaveFlags(trace []uint64, flags Flags) (Handle, error) {
-	return save(d, trace, flags)
+	return d.save(trace, flags)
 }
 
 // SavePCsFlags is SavePCs with flags ([FlagGet], [FlagNoAlloc]).
 func (d *Depot) SavePCsFlags(pcs []uintptr, flags Flags) (Handle, error) {
-	return save(d, pcs, flags)
+	return d.savePCs(pcs, flags)
 }
 
 // Fetch appends the frames stored under h to dst and returns the extended

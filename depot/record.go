@@ -262,9 +262,9 @@ func overrun(h Handle, n, off int) error {
 }
 
 // cut cuts trace after its first frame for which filter is true.
-func cut[T ~uint64 | ~uintptr](filter func(pc uint64) bool, trace []T) []T {
+func cut(filter func(pc uint64) bool, trace []uint64) []uint64 {
 	for i, pc := range trace {
-		if filter(uint64(pc)) {
+		if filter(pc) {
 			return trace[:i+1]
 		}
 	}
@@ -302,8 +302,8 @@ func lookup(d *Depot, t *table, w []uint64, hash uint64, bounded bool) (uint32, 
 	return 0, nil, 0, 0, false
 }
 
-// save filters and truncates trace, views it as words and saves them.
-func save[T ~uint64 | ~uintptr](d *Depot, trace []T, flags Flags) (Handle, error) {
+// save filters and truncates trace and saves it.
+func (d *Depot) save(trace []uint64, flags Flags) (Handle, error) {
 	t := d.tab.Load()
 	if t == nil || flags&^flagsKnown != 0 {
 		if flags&^flagsKnown != 0 {
@@ -320,16 +320,23 @@ func save[T ~uint64 | ~uintptr](d *Depot, trace []T, flags Flags) (Handle, error
 	if len(trace) == 0 {
 		return 0, ErrEmpty
 	}
-	if unsafe.Sizeof(T(0)) == 8 {
-		return saveWords(d, t, words8(trace), flags)
+	return saveWords(d, t, trace, flags)
+}
+
+// savePCs saves program counters as the trace of the same values.
+func (d *Depot) savePCs(pcs []uintptr, flags Flags) (Handle, error) {
+	if unsafe.Sizeof(uintptr(0)) == 8 {
+		return d.save(words8(pcs), flags)
 	}
-	// 4-byte uintptr: widen, so that the same values saved as []uint64
-	// and []uintptr are the same trace.
+	// 4-byte uintptr: widen. Filtering after truncating to MaxFrames cuts
+	// the same frames as before: a cut beyond MaxFrames is truncated away.
+	d.table()
 	var buf [MaxFramesLimit]uint64
-	for i, pc := range trace {
+	n := min(len(pcs), d.maxFrames)
+	for i, pc := range pcs[:n] {
 		buf[i] = uint64(pc)
 	}
-	return saveWords(d, t, buf[:len(trace)], flags)
+	return d.save(buf[:n], flags)
 }
 
 // saveWords saves the filtered, truncated, non-empty trace w.
