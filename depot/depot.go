@@ -120,6 +120,7 @@ import (
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/unwindkit/unwindkit/internal/errs"
 )
@@ -386,10 +387,21 @@ func (d *Depot) SavePCsFlags(pcs []uintptr, flags Flags) (Handle, error) {
 // Fetch appends the frames stored under h to dst and returns the extended
 // slice. It does not allocate when dst has room. For a zero, forged or
 // stale handle it returns dst unchanged and a *[HandleError].
-func (d *Depot) Fetch(h Handle, dst []uint64) ([]uint64, error) { return fetch(d, h, dst) }
+func (d *Depot) Fetch(h Handle, dst []uint64) ([]uint64, error) { return d.fetch(h, dst) }
 
 // FetchPCs is Fetch into a []uintptr.
-func (d *Depot) FetchPCs(h Handle, dst []uintptr) ([]uintptr, error) { return fetch(d, h, dst) }
+func (d *Depot) FetchPCs(h Handle, dst []uintptr) ([]uintptr, error) {
+	if unsafe.Sizeof(uintptr(0)) == 8 {
+		w, err := d.fetch(h, words8(dst))
+		return unsafe.Slice((*uintptr)(unsafe.Pointer(unsafe.SliceData(w))), cap(w))[:len(w)], err
+	}
+	var buf [MaxFramesLimit]uint64
+	w, err := d.fetch(h, buf[:0])
+	for _, pc := range w {
+		dst = append(dst, uintptr(pc))
+	}
+	return dst, err
+}
 
 // Len returns the number of frames stored under h.
 func (d *Depot) Len(h Handle) (int, error) {

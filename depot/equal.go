@@ -17,9 +17,10 @@ import (
 // that the race detector checks the protocol itself (see equal_race.go and
 // equal_norace.go).
 
-// words8 views an 8-byte-element slice as []uint64 (T must have 8 bytes).
+// words8 views an 8-byte-element slice, capacity included, as []uint64
+// (T must have 8 bytes).
 func words8[T ~uint64 | ~uintptr](s []T) []uint64 {
-	return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(s))), len(s))
+	return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(s))), cap(s))[:len(s)]
 }
 
 // equalFrames reports whether the first len(w) words of rec (a record's
@@ -61,13 +62,13 @@ func equalAtomic(rec, w []uint64) bool {
 }
 
 // readFrames copies the stored frames rec into out (same length).
-func readFrames[T ~uint64 | ~uintptr](out []T, rec []uint64) {
-	if !raceEnabled && unsafe.Sizeof(T(0)) == 8 {
-		copy(words8(out), rec)
+func readFrames(out, rec []uint64) {
+	if !raceEnabled {
+		copy(out, rec)
 		return
 	}
 	for i := range out {
-		out[i] = T(atomic.LoadUint64(&rec[i]))
+		out[i] = atomic.LoadUint64(&rec[i])
 	}
 }
 

@@ -225,7 +225,7 @@ func (d *Depot) resolve(h Handle) (*pool, int, uint64, error) {
 	return p, off, st, nil
 }
 
-func fetch[T ~uint64 | ~uintptr](d *Depot, h Handle, dst []T) ([]T, error) {
+func (d *Depot) fetch(h Handle, dst []uint64) ([]uint64, error) {
 	p, off, st := d.record(h)
 	if p == nil {
 		return dst, d.handleError(h)
