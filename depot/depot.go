@@ -49,8 +49,10 @@
 //
 // [Stats.Pinned] counts the pins.
 //
-// Freed space serves any later trace: as in the kernel since Linux 6.8,
-// every refcounted record takes the space of a [Config.MaxFrames] trace,
+// Freed space serves any later trace: as in the kernel's depot_alloc_stack
+// ("evictable entries have to allocate the max. size so they may safely be
+// re-used by differently sized allocations"), every refcounted record
+// takes the space of a [Config.MaxFrames] trace,
 // 8*MaxFrames + 16 bytes (528 bytes at the default of 64 frames, whatever
 // its length), and a freed record is reused oldest first by the next
 // record of any length, refcounted or, when no new pool can be had,

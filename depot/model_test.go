@@ -157,3 +157,14 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		}
 	}
 }
+
+// FuzzModel runs the model comparison from fuzzed seeds: random operation
+// sequences (saves with and without references, Get, Put, Fetch of live,
+// stale and random handles) against the reference model.
+func FuzzModel(f *testing.F) {
+	f.Add(uint64(0), uint16(500))
+	f.Add(uint64(41), uint16(2000))
+	f.Fuzz(func(t *testing.T, seed uint64, steps uint16) {
+		runModel(t, seed, int(steps%3000))
+	})
+}
