@@ -181,35 +181,56 @@ func TestEmptyTrace(t *testing.T) {
 	}
 }
 
+// parts splits h by d's handle layout: pool index, 16-byte unit, generation.
+func parts(d *Depot, h Handle) (pool, unit, gen uint32) {
+	return uint32(h) & d.poolMask, uint32(h) >> d.poolBits & (1<<offsetBits - 1), uint32(h) >> d.locBits
+}
+
+func mkHandle(d *Depot, pool, unit, gen uint32) Handle {
+	return Handle(pool | unit<<d.poolBits | gen<<d.locBits)
+}
+
+// TestHandleLayout checks the split of the 32 handle bits for several
+// configurations (P = ceil(log2(MaxPools)) pool bits, 12 offset bits,
+// G = 20 - P generation bits) and where records land.
 func TestHandleLayout(t *testing.T) {
-	d := mustNew(t, Config{})
-	// 3 frames → 5 words → 6 words (3 slots) per record.
-	var hs []Handle
-	for i := range 3 {
-		h, err := d.Save([]uint64{uint64(i), 1, 2})
-		if err != nil {
-			t.Fatal(err)
+	for _, tc := range []struct {
+		maxPools   int
+		pool, gen  uint
+		staleBound int // reuses for which a stale handle is rejected
+	}{
+		{0, 9, 11, 2047},
+		{1, 0, 20, 1<<20 - 1},
+		{2, 1, 19, 1<<19 - 1},
+		{3, 2, 18, 1<<18 - 1},
+		{512, 9, 11, 2047},
+		{513, 10, 10, 1023},
+		{MaxPoolsLimit, 15, 5, 31},
+	} {
+		d := mustNew(t, Config{MaxPools: tc.maxPools})
+		if d.poolBits != tc.pool || 32-d.locBits != tc.gen || d.locBits != tc.pool+offsetBits || int(d.genMask) != tc.staleBound {
+			t.Errorf("MaxPools %d: pool bits %d, generation bits %d (mask %d); want %d, %d",
+				tc.maxPools, d.poolBits, 32-d.locBits, d.genMask, tc.pool, tc.gen)
 		}
-		hs = append(hs, h)
+		// 3 frames → 5 words → 6 words (3 units) per record; the first
+		// record follows the 512-byte bitmap (32 units).
+		for i := range 3 {
+			h, err := d.Save([]uint64{uint64(i), 1, 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p, u, g := parts(d, h); p != 0 || u != uint32(32+3*i) || g != 0 {
+				t.Errorf("MaxPools %d: record %d at pool %d unit %d gen %d, want 0 %d 0", tc.maxPools, i, p, u, g, 32+3*i)
+			}
+		}
 	}
-	for i, h := range hs {
-		if idx := h & indexMask; idx != 1 {
-			t.Errorf("handle %d pool field %d, want 1 (index 0 + 1)", i, idx)
-		}
-		if off := h >> offsetShift & offsetMask; off != Handle(3*i) {
-			t.Errorf("handle %d offset field %d, want %d", i, off, 3*i)
-		}
-		if gen := h >> genShift; gen != 0 {
-			t.Errorf("handle %d generation %d, want 0", i, gen)
-		}
-	}
-	if got, want := hs[1].String(), "pool 0 offset 0x30 gen 0"; got != want {
+	if got, want := Handle(0x1234).String(), "0x00001234"; got != want {
 		t.Errorf("String = %q, want %q", got, want)
 	}
 }
 
 func TestBadHandles(t *testing.T) {
-	d := mustNew(t, Config{MaxPools: 4})
+	d := mustNew(t, Config{MaxPools: 3})
 	h, err := d.Save([]uint64{1, 2, 3})
 	if err != nil {
 		t.Fatal(err)
@@ -227,12 +248,15 @@ func TestBadHandles(t *testing.T) {
 		reason string
 	}{
 		{"zero", 0, "zero handle"},
-		{"pool not allocated", h&^indexMask | 2, "no such pool"},
-		{"pool beyond limit", h&^indexMask | 100, "no such pool"},
-		{"pool field max", h | indexMask, "no such pool"},
-		{"middle of record", h + 1<<offsetShift, "not the start of a record"},
-		{"past the records", h&^(offsetMask<<offsetShift) | 4000<<offsetShift, "not the start of a record"},
-		{"wrong generation", h ^ 1<<genShift, "stale generation"},
+		{"pool not allocated", mkHandle(d, 1, 32, 0), "no such pool"},
+		{"pool beyond limit", mkHandle(d, 3, 32, 0), "no such pool"},
+		{"pool field max", h | Handle(d.poolMask), "no such pool"},
+		{"middle of record", h + 1<<d.poolBits, "not the start of a record"},
+		{"past the records", mkHandle(d, 0, 4000, 0), "not the start of a record"},
+		{"the bitmap", mkHandle(d, 0, 0, 1), "not the start of a record"},
+		{"last unit", mkHandle(d, 0, 1<<offsetBits-1, 0), "not the start of a record"},
+		{"wrong generation", h ^ 1<<d.locBits, "stale generation"},
+		{"top generation bit", h ^ 1<<31, "stale generation"},
 		{"evicted", hr, "stale generation"},
 	}
 	for _, tc := range tests {
@@ -264,7 +288,7 @@ func TestBadHandles(t *testing.T) {
 
 func TestRefcountEvictReuse(t *testing.T) {
 	tr := []uint64{10, 20, 30, 40}
-	other := []uint64{11, 21, 31, 41} // same size class
+	other := []uint64{11, 21, 31} // another length: any freed record fits
 	d := mustNew(t, Config{})
 
 	h1, _ := d.SaveFlags(tr, FlagGet)
@@ -291,20 +315,21 @@ func TestRefcountEvictReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	st = d.Stats()
-	if st.Refcounted != 0 || st.InUse != 0 || st.Free != 1 || st.Evictions != 1 || st.UsedBytes != 0 || st.FreeBytes != 48 {
+	if st.Refcounted != 0 || st.InUse != 0 || st.Free != 1 || st.Evictions != 1 || st.UsedBytes != 0 || st.FreeBytes != 8*(2+DefaultMaxFrames) {
 		t.Fatalf("after last put: %+v", st)
 	}
 	if _, err := d.Fetch(h1, nil); !errors.Is(err, ErrBadHandle) {
 		t.Fatalf("Fetch of evicted handle: %v", err)
 	}
 
-	// The freed slot is reused by the next record of its size class, with
-	// the next generation.
+	// The freed slot is reused by the next refcounted record, whatever its
+	// length, with the next generation.
 	h3, err := d.SaveFlags(other, FlagGet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if uint32(h3)&locMask != uint32(h1)&locMask || h3>>genShift != h1>>genShift+1 {
+	p1, u1, g1 := parts(d, h1)
+	if p3, u3, g3 := parts(d, h3); p3 != p1 || u3 != u1 || g3 != g1+1 {
 		t.Fatalf("reuse: old %v new %v", h1, h3)
 	}
 	if _, err := d.Fetch(h1, nil); !errors.Is(err, ErrBadHandle) {
@@ -325,25 +350,34 @@ func TestRefcountEvictReuse(t *testing.T) {
 	}
 }
 
+// TestGenerationWraps reuses one slot until the handle's generation comes
+// round, at the default configuration and at MaxPoolsLimit: the first
+// handle is rejected for 2^G - 1 reuses (2,047 and 31), as documented, and
+// only the 2^G-th reuse gives its bits back.
 func TestGenerationWraps(t *testing.T) {
-	d := mustNew(t, Config{})
-	tr := []uint64{1, 2}
-	first, _ := d.SaveFlags(tr, FlagGet)
-	h := first
-	for i := 1; i <= 1<<genBits; i++ {
-		if err := d.Put(h); err != nil {
-			t.Fatal(err)
+	for _, tc := range []struct {
+		cfg   Config
+		bound int
+	}{{Config{}, 2047}, {Config{MaxPools: MaxPoolsLimit}, 31}} {
+		d := mustNew(t, tc.cfg)
+		first, _ := d.SaveFlags([]uint64{1, 2}, FlagGet)
+		h := first
+		for i := 1; i <= tc.bound+1; i++ {
+			if err := d.Put(h); err != nil {
+				t.Fatal(err)
+			}
+			h, _ = d.SaveFlags([]uint64{1, 2, uint64(i)}, FlagGet)
+			_, _, g := parts(d, h)
+			if want := uint32(i % (tc.bound + 1)); g != want {
+				t.Fatalf("MaxPools %d, reuse %d: generation %d, want %d", tc.cfg.MaxPools, i, g, want)
+			}
+			if _, err := d.Fetch(first, nil); i <= tc.bound && !errors.Is(err, ErrBadHandle) {
+				t.Fatalf("MaxPools %d, reuse %d: first handle not stale", tc.cfg.MaxPools, i)
+			}
 		}
-		if _, err := d.Fetch(first, nil); !errors.Is(err, ErrBadHandle) && i < 1<<genBits {
-			t.Fatalf("cycle %d: first handle not stale", i)
+		if h != first {
+			t.Fatalf("MaxPools %d: after %d reuses the generation should come round to the first handle", tc.cfg.MaxPools, tc.bound+1)
 		}
-		h, _ = d.SaveFlags(tr, FlagGet)
-		if want := Handle(i % (1 << genBits)); h>>genShift != want {
-			t.Fatalf("cycle %d: generation %d, want %d", i, h>>genShift, want)
-		}
-	}
-	if h != first {
-		t.Fatalf("after %d reuses the generation should wrap to the first handle", 1<<genBits)
 	}
 }
 
@@ -377,7 +411,7 @@ func TestPersistentAndPromotion(t *testing.T) {
 }
 
 func TestLimits(t *testing.T) {
-	perPool := PoolSize / (8 * recordWords(32))
+	perPool := (poolWords - firstWord) / recordWords(32)
 	traces := genTraces(3*perPool, 32, 7)
 	d := mustNew(t, Config{MaxPools: 2})
 	var hs []Handle
@@ -425,7 +459,7 @@ func TestLimits(t *testing.T) {
 	d = mustNew(t, Config{MaxPools: 1})
 	hr, _ := d.SaveFlags([]uint64{9, 9, 9}, FlagGet)
 	for i := uint64(0); ; i++ {
-		if _, err := d.Save([]uint64{i, i, i, i, i}); err != nil {
+		if _, err := d.Save([]uint64{i + 100, i, i}); err != nil {
 			break
 		}
 	}
@@ -706,7 +740,7 @@ func TestSequenceCheck(t *testing.T) {
 	if !errors.Is(err, ErrBadHandle) || len(got) != 0 {
 		t.Fatalf("Fetch across eviction = %v, %v; want stale", got, err)
 	}
-	if uint32(reused)&locMask != uint32(h)&locMask {
+	if mask := uint32(1)<<d.locBits - 1; uint32(reused)&mask != uint32(h)&mask {
 		t.Fatalf("slot not reused: %v then %v", h, reused)
 	}
 

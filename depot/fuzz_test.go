@@ -38,8 +38,8 @@ func FuzzFetch(f *testing.F) {
 	d, live := fuzzDepot(f)
 	for h := range live {
 		f.Add(uint32(h))
-		f.Add(uint32(h) + 1<<offsetShift)
-		f.Add(uint32(h) ^ 1<<genShift)
+		f.Add(uint32(h) + 1<<d.poolBits)
+		f.Add(uint32(h) ^ 1<<d.locBits)
 		break
 	}
 	f.Add(uint32(0))

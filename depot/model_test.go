@@ -131,7 +131,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		case 5: // Fetch of a random handle
 			h := Handle(r.Uint32())
 			if r.IntN(2) == 0 {
-				h &= 1<<genShift | 0xff<<offsetShift | 3
+				h = mkHandle(d, uint32(r.IntN(2)), uint32(32+r.IntN(64)), uint32(r.IntN(2)))
 			}
 			got, err := d.Fetch(h, nil)
 			if rec := m.lookup(h); rec != nil {
@@ -156,4 +156,15 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			fail("stats %+v, model persistent %d refcounted %d", st, np, nr)
 		}
 	}
+}
+
+// FuzzModel runs the model comparison from fuzzed seeds: random operation
+// sequences (saves with and without references, Get, Put, Fetch of live,
+// stale and random handles) against the reference model.
+func FuzzModel(f *testing.F) {
+	f.Add(uint64(0), uint16(500))
+	f.Add(uint64(41), uint16(2000))
+	f.Fuzz(func(t *testing.T, seed uint64, steps uint16) {
+		runModel(t, seed, int(steps%3000))
+	})
 }

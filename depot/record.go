@@ -1,0 +1,444 @@
+package depot
+
+import (
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/unwindkit/unwindkit/internal/errs"
+)
+
+// Pool geometry.
+const (
+	poolWords   = PoolSize / 8
+	slotWords   = 2                          // 16-byte allocation unit
+	offsetBits  = 12                         // units per pool: 1 << offsetBits
+	startsWords = poolWords / slotWords / 64 // record-start bitmap at the head of a pool
+	firstWord   = startsWords                // the first record's word
+	hdrWords    = 2                          // header words per record
+)
+
+var _ = [1]struct{}{}[poolWords-slotWords<<offsetBits] // PoolSize matches the offset field
+
+// A pool is one allocation of record memory. Words [0, startsWords) are the
+// record-start bitmap (one bit per 16-byte unit); records follow. Every word
+// is accessed atomically, except where equal.go says why not: readers run
+// concurrently with writers.
+type pool [poolWords]uint64
+
+// Link word (header word 0) of a record: the chain link to the next record
+// of its bucket, and the key that a lookup compares before the frames.
+//
+//	bits  0..26  next record location (0: end of chain)
+//	bits 27..35  number of frames (1..256)
+//	bits 36..63  hash tag: the top 28 bits of the trace's hash
+const (
+	nextBits = 27 // a location: up to 15 pool bits and 12 offset bits
+	nextMask = 1<<nextBits - 1
+	sizeBits = 9
+	sizeMask = 1<<sizeBits - 1
+	tagBits  = 64 - nextBits - sizeBits
+	keyShift = nextBits
+)
+
+// Compile-time checks (a negative constant does not convert to uint).
+const (
+	_ uint = nextBits - log2MaxPools - offsetBits    // a location fits the link
+	_ uint = sizeMask - MaxFramesLimit               // a length fits the link
+	_ uint = tagBits - maxTableBits                  // the bucket index is part of the tag
+	_ uint = 32 - log2MaxPools - offsetBits - minGen // at least minGen generation bits
+)
+
+var _ = [1]struct{}{}[1<<log2MaxPools-MaxPoolsLimit] // MaxPoolsLimit matches log2MaxPools
+
+const (
+	log2MaxPools = 15
+	minGen       = 5
+)
+
+// keyOf is the key of a trace of n frames with hash: the link word's bits
+// above the next field.
+func keyOf(hash uint64, n int) uint64 { return hash>>(64-tagBits)<<sizeBits | uint64(n) }
+
+func frameCount(link uint64) int { return int(link >> keyShift & sizeMask) }
+
+// State word (header word 1) of a record slot.
+//
+//	bits  0..21  reference count of a refcounted record (1..MaxRefs)
+//	bits 22..61  sequence: +1 each time the slot is evicted; a handle keeps its low G bits
+//	bit  62      persistent: never evicted
+//	bit  63      live: the slot holds a trace reachable from the table
+//
+// A fresh slot is 0. Eviction sets the slot to its next sequence with every
+// other bit clear; reuse keeps that sequence and sets live.
+const (
+	stRefBits    = 22
+	stRefMask    = 1<<stRefBits - 1
+	stSeqShift   = stRefBits
+	stSeqBits    = 40
+	stSeqMask    = (1<<stSeqBits - 1) << stSeqShift
+	stPersistent = 1 << 62
+	stLive       = 1 << 63
+)
+
+// sameRecord reports whether two state words of one slot name the same
+// record: live in both, with no eviction in between (the full sequence).
+func sameRecord(a, b uint64) bool {
+	return a&stLive != 0 && (a^b)&(stLive|stSeqMask) == 0
+}
+
+// recordWords is the pool words taken by a record of n frames.
+func recordWords(n int) int {
+	return (hdrWords + n + slotWords - 1) &^ (slotWords - 1)
+}
+
+// testHookAfterRead, if set by a test, runs after a lock-free reader has
+// read a record's frames and before it validates the record's state, so
+// that a test can evict and reuse the record inside that window.
+var testHookAfterRead func()
+
+func (d *Depot) handle(loc uint32, st uint64) Handle {
+	return Handle(loc | uint32(st>>stSeqShift&d.genMask)<<d.locBits)
+}
+
+// at returns the pool and word offset of a record location, or a nil pool
+// for a location that names no allocated pool.
+func (d *Depot) at(loc uint32) (*pool, int) {
+	idx := int(loc & d.poolMask)
+	if idx >= len(d.pools) {
+		return nil, 0
+	}
+	return d.pools[idx].Load(), int(loc>>d.poolBits&(1<<offsetBits-1)) * slotWords
+}
+
+// record returns the record and current state word named by the outside
+// handle h, or a nil pool if h names none (handleError says why). It is
+// the lock-free check every handle goes through.
+func (d *Depot) record(h Handle) (*pool, int, uint64) {
+	if h == 0 || d.tab.Load() == nil {
+		return nil, 0, 0
+	}
+	idx := uint32(h) & d.poolMask
+	if idx >= uint32(len(d.pools)) {
+		return nil, 0, 0
+	}
+	p := d.pools[idx].Load()
+	if p == nil {
+		return nil, 0, 0
+	}
+	unit := uint32(h) >> d.poolBits & (1<<offsetBits - 1)
+	off := unit * slotWords
+	st := atomic.LoadUint64(&p[off+1])
+	if atomic.LoadUint64(&p[unit/64])>>(unit%64)&1 == 0 ||
+		st&stLive == 0 || st>>stSeqShift&d.genMask != uint64(h)>>d.locBits {
+		return nil, 0, 0
+	}
+	return p, int(off), st
+}
+
+// handleError says why record refused h.
+func (d *Depot) handleError(h Handle) error {
+	reason := "stale generation"
+	if h == 0 {
+		reason = "zero handle"
+	} else if d.tab.Load() == nil {
+		reason = "no such pool"
+	} else if p, off := d.at(uint32(h)); p == nil {
+		reason = "no such pool"
+	} else if unit := off / slotWords; atomic.LoadUint64(&p[unit/64])&(1<<(unit%64)) == 0 {
+		reason = "not the start of a record"
+	}
+	return &HandleError{h, reason}
+}
+
+// resolve is record with the error.
+func (d *Depot) resolve(h Handle) (*pool, int, uint64, error) {
+	p, off, st := d.record(h)
+	if p == nil {
+		return nil, 0, 0, d.handleError(h)
+	}
+	return p, off, st, nil
+}
+
+func (d *Depot) fetch(h Handle, dst []uint64) ([]uint64, error) {
+	p, off, st := d.record(h)
+	if p == nil {
+		return dst, d.handleError(h)
+	}
+	// Read after the state: if the state is unchanged afterwards, the
+	// length is the record's.
+	n := frameCount(atomic.LoadUint64(&p[off]))
+	if off+hdrWords+n > poolWords {
+		return dst, overrun(h, n, off)
+	}
+	base := len(dst)
+	dst = slices.Grow(dst, n)[:base+n]
+	readFrames(dst[base:], p[off+hdrWords:off+hdrWords+n])
+	// Sequence check: if a refcounted record was evicted (and perhaps
+	// reused) while we copied, the frames may be a mix; report the handle
+	// stale instead. A persistent record never changes.
+	if st&stPersistent == 0 && !d.unchanged(p, off, st) {
+		return dst[:base], &HandleError{h, "stale generation"}
+	}
+	return dst, nil
+}
+
+// unchanged reports whether the record at p/off still is the one whose
+// state word was st.
+func (d *Depot) unchanged(p *pool, off int, st uint64) bool {
+	if testHookAfterRead != nil {
+		testHookAfterRead()
+	}
+	return sameRecord(atomic.LoadUint64(&p[off+1]), st)
+}
+
+func overrun(h Handle, n, off int) error {
+	return errs.Corruptf("record overruns its pool", uint64(h), "%d frames at word %d", n, off)
+}
+
+// cut cuts trace after its first frame for which filter is true.
+func cut(filter func(pc uint64) bool, trace []uint64) []uint64 {
+	for i, pc := range trace {
+		if filter(pc) {
+			return trace[:i+1]
+		}
+	}
+	return trace
+}
+
+// lookup walks the chain of trace w in t. bounded limits the walk for
+// lock-free callers. It returns the record and the state word read before
+// its key and frames were compared; a lock-free caller must validate that
+// state before trusting the match (see saveWords).
+func lookup(d *Depot, t *table, w []uint64, hash uint64, bounded bool) (uint32, *pool, int, uint64, bool) {
+	key := keyOf(hash, len(w))
+	loc := atomic.LoadUint32(t.bucket(hash))
+	for steps := 0; loc != 0; steps++ {
+		if bounded && steps >= maxLockFreeSteps {
+			break
+		}
+		p, off := d.at(loc)
+		if p == nil {
+			break // cannot happen: chains hold records of allocated pools
+		}
+		// The state is read first: the key and frames read after it
+		// belong to the record it names if the caller's validation finds
+		// the state unchanged.
+		st := atomic.LoadUint64(&p[off+1])
+		link := atomic.LoadUint64(&p[off])
+		if link>>keyShift == key && st&stLive != 0 && equalFrames(p[off+hdrWords:], w) {
+			if testHookAfterRead != nil {
+				testHookAfterRead()
+			}
+			return loc, p, off, st, true
+		}
+		loc = uint32(link) & nextMask
+	}
+	return 0, nil, 0, 0, false
+}
+
+// save filters and truncates trace and saves it.
+func (d *Depot) save(trace []uint64, flags Flags) (Handle, error) {
+	t := d.tab.Load()
+	if t == nil || flags&^flagsKnown != 0 {
+		if flags&^flagsKnown != 0 {
+			return 0, fmt.Errorf("%w %#x", ErrFlags, uint32(flags&^flagsKnown))
+		}
+		t = d.table()
+	}
+	if d.filter != nil {
+		trace = cut(d.filter, trace)
+	}
+	if len(trace) > d.maxFrames {
+		trace = trace[:d.maxFrames]
+	}
+	if len(trace) == 0 {
+		return 0, ErrEmpty
+	}
+	return saveWords(d, t, trace, flags)
+}
+
+// savePCs saves program counters as the trace of the same values.
+func (d *Depot) savePCs(pcs []uintptr, flags Flags) (Handle, error) {
+	if unsafe.Sizeof(uintptr(0)) == 8 {
+		return d.save(words8(pcs), flags)
+	}
+	// 4-byte uintptr: widen. Filtering after truncating to MaxFrames cuts
+	// the same frames as before: a cut beyond MaxFrames is truncated away.
+	d.table()
+	var buf [MaxFramesLimit]uint64
+	n := min(len(pcs), d.maxFrames)
+	for i, pc := range pcs[:n] {
+		buf[i] = uint64(pc)
+	}
+	return d.save(buf[:n], flags)
+}
+
+// saveWords saves the filtered, truncated, non-empty trace w.
+func saveWords(d *Depot, t *table, w []uint64, flags Flags) (Handle, error) {
+	hash := hashWords(d, w)
+	// Fast path, no lock. A persistent record is never evicted, so frames
+	// compared after seeing it persistent are its own. A refcounted one
+	// is returned only by the CAS that takes the reference: it fails if
+	// the slot was evicted since the state was read, however often it was
+	// reused (the full 40-bit sequence is compared).
+	if loc, p, off, st, ok := lookup(d, t, w, hash, true); ok {
+		if st&stPersistent != 0 ||
+			flags&FlagGet != 0 && st&stRefMask < stRefMask &&
+				atomic.CompareAndSwapUint64(&p[off+1], st, st+1) {
+			if d.countHits {
+				d.hits[hash%hitShards].n.Add(1)
+			}
+			return d.handle(loc, st), nil
+		}
+	}
+	return saveSlow(d, w, hash, flags)
+}
+
+// saveSlow looks the trace up again under the lock and inserts it if it is
+// still missing.
+func saveSlow(d *Depot, w []uint64, hash uint64, flags Flags) (Handle, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t := d.tab.Load()
+	if loc, p, off, st, ok := lookup(d, t, w, hash, false); ok {
+		// Under the lock the record cannot be evicted, but lock-free Get
+		// and Put may change its count (never to zero: the last Put takes
+		// the lock).
+		sw := &p[off+1]
+		for st&stPersistent == 0 {
+			if flags&FlagGet != 0 && st&stRefMask < stRefMask {
+				if atomic.CompareAndSwapUint64(sw, st, st+1) {
+					break
+				}
+			} else if d.pinLocked(sw, st) {
+				break
+			}
+			st = atomic.LoadUint64(sw)
+		}
+		d.hits[hash%hitShards].n.Add(1)
+		return d.handle(loc, st), nil
+	}
+
+	n := len(w)
+	evictable := flags&FlagGet != 0
+	loc, p, off, err := d.allocLocked(recordWords(n), evictable, flags&FlagNoAlloc != 0)
+	if err != nil {
+		d.nospace++
+		return 0, err
+	}
+	if !d.fixed && d.persistent+d.refcounted >= len(t.buckets) && t.shift > 64-maxTableBits {
+		t = d.growLocked(t)
+	}
+	b := t.bucket(hash)
+	sw := &p[off+1]
+	seq := atomic.LoadUint64(sw) & stSeqMask // a reused slot's sequence, 0 if fresh
+	writeFrames(p[off+hdrWords:off+hdrWords+n], w)
+	atomic.StoreUint64(&p[off], keyOf(hash, n)<<keyShift|uint64(atomic.LoadUint32(b)))
+	st := stLive | seq
+	if evictable {
+		st |= 1
+		d.refcounted++
+	} else {
+		st |= stPersistent
+		d.persistent++
+	}
+	atomic.StoreUint64(sw, st)
+	unit := off / slotWords
+	atomic.OrUint64(&p[unit/64], 1<<(unit%64))
+	// Publish: from here lock-free readers can reach the record.
+	atomic.StoreUint32(b, loc)
+	d.misses++
+	return d.handle(loc, st), nil
+}
+
+// pinLocked makes the refcounted record whose state word sw held st
+// persistent. It reports false if the state changed meanwhile.
+func (d *Depot) pinLocked(sw *uint64, st uint64) bool {
+	if !atomic.CompareAndSwapUint64(sw, st, st&^stRefMask|stPersistent) {
+		return false
+	}
+	d.refcounted--
+	d.persistent++
+	d.pinned++
+	return true
+}
+
+// allocLocked finds room for a record of words words, or of MaxFrames
+// frames if it is evictable. An evictable record takes a freed record
+// first (oldest first), then fresh space; a persistent one takes fresh
+// space first (packed at its own size) and a freed record only when no new
+// pool can be had.
+func (d *Depot) allocLocked(words int, evictable, noAlloc bool) (uint32, *pool, int, error) {
+	if evictable {
+		words = d.maxWords
+		if loc, ok := d.popFreeLocked(); ok {
+			p, off := d.at(loc)
+			return loc, p, off, nil
+		}
+	}
+	if d.npools == 0 || d.curOff+words > poolWords {
+		if noAlloc || d.npools == len(d.pools) {
+			if loc, ok := d.popFreeLocked(); ok {
+				p, off := d.at(loc)
+				return loc, p, off, nil
+			}
+			if noAlloc {
+				return 0, nil, 0, fmt.Errorf("%w: no freed record and FlagNoAlloc forbids a new pool", ErrNoSpace)
+			}
+			return 0, nil, 0, fmt.Errorf("%w: all %d pools of %d bytes in use", ErrNoSpace, len(d.pools), PoolSize)
+		}
+		d.pools[d.npools].Store(new(pool))
+		d.npools++
+		d.curOff = firstWord
+	}
+	off := d.curOff
+	d.curOff += words
+	d.usedBytes += int64(words) * 8
+	idx := uint32(d.npools - 1)
+	return idx | uint32(off/slotWords)<<d.poolBits, d.pools[idx].Load(), off, nil
+}
+
+func (d *Depot) popFreeLocked() (uint32, bool) {
+	loc, ok := d.free.pop()
+	if ok {
+		d.freeBytes -= int64(d.maxWords) * 8
+		d.usedBytes += int64(d.maxWords) * 8
+	}
+	return loc, ok
+}
+
+// evictLocked drops the last reference of the record at p/off (location
+// loc) whose state was st. It reports false if the state changed (a
+// concurrent Get, Put or pin) and the caller must start again.
+func (d *Depot) evictLocked(p *pool, off int, st uint64, loc uint32) bool {
+	dead := (st&stSeqMask + 1<<stSeqShift) & stSeqMask
+	if !atomic.CompareAndSwapUint64(&p[off+1], st, dead) {
+		return false
+	}
+	// Unlink from the chain. Under the lock chains are acyclic and every
+	// live record is on the chain of its tag's bucket.
+	link := atomic.LoadUint64(&p[off])
+	next := uint32(link) & nextMask
+	b := d.tab.Load().bucket(linkHash(link))
+	if atomic.LoadUint32(b) == loc {
+		atomic.StoreUint32(b, next)
+	} else {
+		for cur := atomic.LoadUint32(b); cur != 0; {
+			cp, coff := d.at(cur)
+			cl := atomic.LoadUint64(&cp[coff])
+			if uint32(cl)&nextMask == loc {
+				atomic.StoreUint64(&cp[coff], cl&^nextMask|uint64(next))
+				break
+			}
+			cur = uint32(cl) & nextMask
+		}
+	}
+	d.free.push(loc)
+	d.freeBytes += int64(d.maxWords) * 8
+	d.usedBytes -= int64(d.maxWords) * 8
+	d.refcounted--
+	d.evictions++
+	return true
+}
