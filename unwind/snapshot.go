@@ -121,14 +121,15 @@ func (s *Snapshot) Source(method Method) (*Source, error) {
 			method = MethodSCS
 		}
 	}
-	src := &Source{method: method, sym: s.sym}
+	var src *Source
 	switch method {
 	case MethodSCS:
 		r := s.s.SCSRegion()
 		if r == nil {
 			return nil, fmt.Errorf("unwind: snapshot has no shadow call stack: %w", ErrNotSupported)
 		}
-		src.scs = scs.NewSnapshotView(r, s.SCSBase, s.Regs.X18, s.Layout)
+		v := scs.NewSnapshotView(r, s.SCSBase, s.Regs.X18, s.Layout)
+		src = NewSCSSource(&v, SourceOptions{Symbolizer: s.sym})
 	case MethodFP:
 		c := fp.Config{
 			Mem:        s.s.Memory,
@@ -144,7 +145,7 @@ func (s *Snapshot) Source(method Method) (*Source, error) {
 			}
 			c.Stacks = append(c.Stacks, fp.Stack{Kind: kind, Low: r.Base, High: r.End(), Name: r.Name})
 		}
-		src.fp = c
+		src = NewFPSource(&c, SourceOptions{Symbolizer: s.sym})
 	default:
 		return nil, fmt.Errorf("unwind: unknown method %v", method)
 	}

@@ -25,7 +25,8 @@ func snapSCS(s *Snapshot) ([]scs.Frame, error) {
 		return nil, err
 	}
 	store := make([]scs.Frame, snapMaxFrames)
-	n, err := scs.Frames(&src.scs, store, 0)
+	v, _ := src.SCSView()
+	n, err := scs.Frames(&v, store, 0)
 	return store[:n], err
 }
 
@@ -36,7 +37,8 @@ func snapFP(s *Snapshot) ([]fp.Frame, fp.End, error) {
 		return nil, fp.EndError, err
 	}
 	var frames []fp.Frame
-	end, err := fp.Walk(&src.fp, func(f fp.Frame) bool {
+	c, _ := src.FPConfig()
+	end, err := fp.Walk(&c, func(f fp.Frame) bool {
 		frames = append(frames, f)
 		return len(frames) < snapMaxFrames
 	})

@@ -183,3 +183,14 @@ func FuzzLoadSnapshot(f *testing.F) {
 		_ = cmp.String()
 	})
 }
+
+func collect(src *Source) ([]Frame, error) {
+	var out []Frame
+	for f, err := range src.Frames() {
+		if err != nil {
+			return out, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}

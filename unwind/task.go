@@ -34,7 +34,7 @@ func (t *Task) Source(method Method) (*Source, error) {
 			method = MethodSCS
 		}
 	}
-	src := &Source{method: method, sym: m.sym}
+	var src *Source
 	switch method {
 	case MethodSCS:
 		if m.scs == nil {
@@ -44,13 +44,13 @@ func (t *Task) Source(method Method) (*Source, error) {
 		v := scs.NewSnapshotView(st.Region(), st.Base(), st.SP(), m.cfg.Layout)
 		v.Segs[0].Size, v.Segs[0].Magic = m.cfg.SCSSize, true
 		v.Segs[0].TopFrom = scs.InThreadInfo
-		src.scs = v
+		src = NewSCSSource(&v, SourceOptions{Symbolizer: m.sym})
 	case MethodFP:
 		if !m.cfg.FramePointers {
 			return nil, fmt.Errorf("unwind: frame-pointer walk: %w", ErrNotSupported)
 		}
 		ctx := t.ctx
-		src.fp = fp.Config{
+		fc := fp.Config{
 			Mem:        m.mem,
 			Stacks:     []fp.Stack{{Kind: fp.Task, Low: t.stack.Base, High: t.stack.End(), Name: t.Name}},
 			FP:         ctx.x29,
@@ -60,11 +60,12 @@ func (t *Task) Source(method Method) (*Source, error) {
 			TaskPtRegs: t.ptRegs,
 		}
 		if m.cfg.FGraph {
-			src.fp.GraphTrampoline, src.fp.GraphStack = m.graphTramp, t.graph.region.Base
+			fc.GraphTrampoline, fc.GraphStack = m.graphTramp, t.graph.region.Base
 		}
 		if m.cfg.Kretprobes {
-			src.fp.KretprobeTrampoline, src.fp.KretprobeStack = m.kprobeTramp, t.kprobe.region.Base
+			fc.KretprobeTrampoline, fc.KretprobeStack = m.kprobeTramp, t.kprobe.region.Base
 		}
+		src = NewFPSource(&fc, SourceOptions{Symbolizer: m.sym})
 	default:
 		return nil, fmt.Errorf("unwind: unknown method %v", method)
 	}
