@@ -179,7 +179,7 @@ type Frame struct {
 	Stack fp.StackKind
 	// Context is the context the frame's record or slot belongs to (for
 	// FP frames, derived from the stack kind).
-	Context Context
+	Context scs.Context
 	// Recovered is true when a trampoline (function graph or kretprobe)
 	// was replaced by the real return address.
 	Recovered bool
@@ -259,14 +259,14 @@ func (src *Source) name(pc uint64) string {
 }
 
 // stackContext maps an FP stack kind to the context that runs on it.
-func stackContext(k fp.StackKind) Context {
+func stackContext(k fp.StackKind) scs.Context {
 	switch k {
 	case fp.IRQ:
-		return ContextIRQ
+		return scs.CtxIRQ
 	case fp.SDEINormal:
-		return ContextSDEINormal
+		return scs.CtxSDEINormal
 	case fp.SDEICritical:
-		return ContextSDEICritical
+		return scs.CtxSDEICritical
 	}
-	return ContextTask
+	return scs.CtxTask
 }
