@@ -19,6 +19,7 @@ import (
 
 	"github.com/unwindkit/unwindkit/scs"
 	"github.com/unwindkit/unwindkit/unwind"
+	"github.com/unwindkit/unwindkit/unwind/machine"
 )
 
 func main() {
@@ -39,9 +40,9 @@ func run(w io.Writer, policy string, pac, keep, fgraph, timing bool) error {
 	if err != nil {
 		return err
 	}
-	cfg := unwind.DefaultConfig()
+	cfg := machine.DefaultConfig()
 	cfg.Policy, cfg.PAC, cfg.KeepInterruptedPC, cfg.FGraph = pol, pac, keep, fgraph
-	cfg.Funcs = []unwind.Func{
+	cfg.Funcs = []machine.Func{
 		{Name: "worker_thread"},
 		{Name: "process_one_work", Locals: 32},
 		{Name: "memcpy_fast", NoFrame: true}, // -fomit-frame-pointer
@@ -53,7 +54,7 @@ func run(w io.Writer, policy string, pac, keep, fgraph, timing bool) error {
 		{Name: "ghes_notify_sdei"},
 		{Name: "asm_helper", NoSCS: true}, // __noscs
 	}
-	m, err := unwind.NewMachine(cfg)
+	m, err := machine.NewMachine(cfg)
 	if err != nil {
 		return err
 	}
@@ -91,7 +92,7 @@ func run(w io.Writer, policy string, pac, keep, fgraph, timing bool) error {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Inside kmalloc (SDEI critical), unwinding inline with both techniques:")
-	cmp, err := c.Compare(unwind.SaveOptions{})
+	cmp, err := c.Compare(machine.SaveOptions{})
 	if err != nil {
 		return err
 	}
@@ -112,14 +113,14 @@ func run(w io.Writer, policy string, pac, keep, fgraph, timing bool) error {
 }
 
 // timeBoth times both unwinders on the same modelled stack of each depth.
-func timeBoth(w io.Writer, base unwind.Config) error {
+func timeBoth(w io.Writer, base machine.Config) error {
 	fmt.Fprintf(w, "Quick timing on %s/%s, %d CPUs (absolute times vary by machine; the ratio is the result):\n",
 		runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 	for _, depth := range []int{8, 32, 128} {
 		cfg := base
-		cfg.Funcs = []unwind.Func{{Name: "recurse", Calls: []string{"recurse"}}}
+		cfg.Funcs = []machine.Func{{Name: "recurse", Calls: []string{"recurse"}}}
 		cfg.SCSSize = 16384
-		m, err := unwind.NewMachine(cfg)
+		m, err := machine.NewMachine(cfg)
 		if err != nil {
 			return err
 		}
@@ -138,7 +139,7 @@ func timeBoth(w io.Writer, base unwind.Config) error {
 		}
 		var ns [2]float64
 		for i, method := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
-			src, err := c.Source(method, unwind.SaveOptions{})
+			src, err := c.Source(method, machine.SaveOptions{})
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package unwind
+package prologue
 
 import (
 	"debug/elf"

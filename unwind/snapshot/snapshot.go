@@ -1,4 +1,4 @@
-package unwind
+package snapshot
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"github.com/unwindkit/unwindkit/internal/snapshot"
 	"github.com/unwindkit/unwindkit/ptrauth"
 	"github.com/unwindkit/unwindkit/scs"
+	"github.com/unwindkit/unwindkit/unwind"
 )
 
 // Snapshot is a capture of a real arm64 thread: registers, memory regions
@@ -31,7 +32,7 @@ type Snapshot struct {
 	Expect []string
 
 	s   *snapshot.Snapshot
-	sym *Symbolizer
+	sym *unwind.Symbolizer
 }
 
 // Regs are a captured thread's registers: PC, SP, X18, X29, X30 (PC and
@@ -92,7 +93,7 @@ func OpenSnapshot(path string) (*Snapshot, error) {
 }
 
 // Symbolizer returns the snapshot's symbolizer.
-func (s *Snapshot) Symbolizer() *Symbolizer { return s.sym }
+func (s *Snapshot) Symbolizer() *unwind.Symbolizer { return s.sym }
 
 // Regions describes the captured regions in address order.
 func (s *Snapshot) Regions() []Region {
@@ -114,23 +115,23 @@ func (s *Snapshot) Regions() []Region {
 // pc a signal interrupted, and the frames of uninstrumented callers (main
 // and _start in the committed captures); the FP walk lacks a return
 // address still in x30.
-func (s *Snapshot) Source(method Method) (*Source, error) {
-	if method == MethodAuto {
-		method = MethodFP
+func (s *Snapshot) Source(method unwind.Method) (*unwind.Source, error) {
+	if method == unwind.MethodAuto {
+		method = unwind.MethodFP
 		if s.HasSCS {
-			method = MethodSCS
+			method = unwind.MethodSCS
 		}
 	}
-	var src *Source
+	var src *unwind.Source
 	switch method {
-	case MethodSCS:
+	case unwind.MethodSCS:
 		r := s.s.SCSRegion()
 		if r == nil {
-			return nil, fmt.Errorf("unwind: snapshot has no shadow call stack: %w", ErrNotSupported)
+			return nil, fmt.Errorf("unwind: snapshot has no shadow call stack: %w", unwind.ErrNotSupported)
 		}
 		v := scs.NewSnapshotView(r, s.SCSBase, s.Regs.X18, s.Layout)
-		src = NewSCSSource(&v, SourceOptions{Symbolizer: s.sym})
-	case MethodFP:
+		src = unwind.NewSCSSource(&v, unwind.SourceOptions{Symbolizer: s.sym})
+	case unwind.MethodFP:
 		c := fp.Config{
 			Mem:        s.s.Memory,
 			FP:         s.Regs.X29,
@@ -145,7 +146,7 @@ func (s *Snapshot) Source(method Method) (*Source, error) {
 			}
 			c.Stacks = append(c.Stacks, fp.Stack{Kind: kind, Low: r.Base, High: r.End(), Name: r.Name})
 		}
-		src = NewFPSource(&c, SourceOptions{Symbolizer: s.sym})
+		src = unwind.NewFPSource(&c, unwind.SourceOptions{Symbolizer: s.sym})
 	default:
 		return nil, fmt.Errorf("unwind: unknown method %v", method)
 	}

@@ -1,4 +1,4 @@
-package unwind
+package machine
 
 import (
 	"fmt"

@@ -1,10 +1,12 @@
-package unwind
+package machine
 
 import (
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/unwindkit/unwindkit/unwind"
 )
 
 // TruthRow is one line of a TruthComparison: a frame of the CPU's ground
@@ -12,7 +14,7 @@ import (
 type TruthRow struct {
 	// Truth is the ground-truth frame.
 	Truth TruthFrame
-	Row
+	unwind.Row
 }
 
 // TruthComparison lines up an SCS trace and an FP trace against the CPU's
@@ -22,7 +24,7 @@ type TruthComparison struct {
 	Rows []TruthRow
 	// SCSErr and FPErr are the errors each walk ended with.
 	SCSErr, FPErr error
-	sym           *Symbolizer
+	sym           *unwind.Symbolizer
 }
 
 // Compare unwinds the CPU with both techniques (inline in the current
@@ -30,16 +32,16 @@ type TruthComparison struct {
 // each difference by the rule that causes it.
 func (c *CPU) Compare(opts SaveOptions) (*TruthComparison, error) {
 	cmp := &TruthComparison{sym: c.m.sym}
-	var scsF, fpF []Frame
+	var scsF, fpF []unwind.Frame
 	if c.m.cfg.SCS {
-		src, err := c.Source(MethodSCS, opts)
+		src, err := c.Source(unwind.MethodSCS, opts)
 		if err != nil {
 			return nil, err
 		}
 		scsF, cmp.SCSErr = collectFrames(src)
 	}
 	if c.m.cfg.FramePointers {
-		src, err := c.Source(MethodFP, opts)
+		src, err := c.Source(unwind.MethodFP, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -52,16 +54,16 @@ func (c *CPU) Compare(opts SaveOptions) (*TruthComparison, error) {
 	scsWhyOf := map[int]string{}
 	fpWhyOf := map[int]string{}
 	for _, ms := range []struct {
-		method Method
+		method unwind.Method
 		dst    map[int]string
-	}{{MethodSCS, scsWhyOf}, {MethodFP, fpWhyOf}} {
+	}{{unwind.MethodSCS, scsWhyOf}, {unwind.MethodFP, fpWhyOf}} {
 		for _, mi := range expectOf(c.m, c.ctxs, es, ms.method, false, opts).Missing {
 			ms.dst[mi.Index] = mi.Why
 		}
 	}
 	usedS := make([]bool, len(scsF))
 	usedF := make([]bool, len(fpF))
-	take := func(fs []Frame, used []bool, pcs ...uint64) (Frame, bool) {
+	take := func(fs []unwind.Frame, used []bool, pcs ...uint64) (unwind.Frame, bool) {
 		for i, f := range fs {
 			if used[i] {
 				continue
@@ -73,7 +75,7 @@ func (c *CPU) Compare(opts SaveOptions) (*TruthComparison, error) {
 				}
 			}
 		}
-		return Frame{}, false
+		return unwind.Frame{}, false
 	}
 	for k, e := range es {
 		r := TruthRow{Truth: e.TruthFrame}
@@ -94,10 +96,10 @@ func (c *CPU) Compare(opts SaveOptions) (*TruthComparison, error) {
 		if r.InSCS && r.SCS.PC != e.PC {
 			notes = append(notes, fmt.Sprintf("SCS holds the %s trampoline; the copy does not recover it (FP does, from the task's return stack)", c.m.sym.Func(r.SCS.PC)))
 		}
-		if r.InSCS && r.SCS.Source == SourceInterruptedPC {
+		if r.InSCS && r.SCS.Source == unwind.SourceInterruptedPC {
 			notes = append(notes, "SCS: interrupted pc from the per-CPU copy (KeepInterruptedPC), reported at the context boundary")
 		}
-		if r.InFP && r.FP.Source == SourceRegsPC {
+		if r.InFP && r.FP.Source == unwind.SourceRegsPC {
 			notes = append(notes, "FP: exception boundary, pc from pt_regs")
 		}
 		r.Note = strings.Join(notes, "; ")
@@ -127,7 +129,7 @@ func (cmp *TruthComparison) Format(w io.Writer) error {
 	return nil
 }
 
-func truthCell(f Frame, ok bool) string {
+func truthCell(f unwind.Frame, ok bool) string {
 	if !ok {
 		return "-"
 	}
@@ -143,8 +145,8 @@ func (cmp *TruthComparison) String() string {
 
 // collectFrames returns all of src's frames and the error its walk ended
 // with.
-func collectFrames(src *Source) ([]Frame, error) {
-	var out []Frame
+func collectFrames(src *unwind.Source) ([]unwind.Frame, error) {
+	var out []unwind.Frame
 	for f, err := range src.Frames() {
 		if err != nil {
 			return out, err

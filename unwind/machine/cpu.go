@@ -1,4 +1,4 @@
-package unwind
+package machine
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/scs"
+	"github.com/unwindkit/unwindkit/unwind"
 )
 
 // ErrBusy: the CPU kept changing while another goroutine tried to unwind
@@ -53,31 +54,31 @@ func (c *CPU) publish(seq uint64) {
 
 // sourceInto fills src for an unwinder running inline in the CPU's current
 // function, from the published state p, without allocating.
-func (c *CPU) sourceInto(src *Source, p *pubState, method Method, opts SaveOptions) error {
+func (c *CPU) sourceInto(src *unwind.Source, p *pubState, method unwind.Method, opts SaveOptions) error {
 	m := c.m
-	if method == MethodAuto {
-		method = MethodFP
+	if method == unwind.MethodAuto {
+		method = unwind.MethodFP
 		if m.cfg.SCS {
-			method = MethodSCS
+			method = unwind.MethodSCS
 		}
 	}
 	if p == nil || p.task == nil {
 		return fmt.Errorf("unwind: cpu%d has no task", c.id)
 	}
 	switch method {
-	case MethodSCS:
+	case unwind.MethodSCS:
 		if m.scs == nil {
-			return fmt.Errorf("unwind: shadow call stack copy: %w", ErrNotSupported)
+			return fmt.Errorf("unwind: shadow call stack copy: %w", unwind.ErrNotSupported)
 		}
 		var v scs.View
 		if err := m.scs.ViewInto(c.id, &v); err != nil {
 			return err
 		}
 		v.StopAtBoundary = opts.StopAtBoundary
-		src.SetSCS(&v, SourceOptions{Symbolizer: m.sym})
-	case MethodFP:
+		src.SetSCS(&v, unwind.SourceOptions{Symbolizer: m.sym})
+	case unwind.MethodFP:
 		if !m.cfg.FramePointers {
-			return fmt.Errorf("unwind: frame-pointer walk: %w", ErrNotSupported)
+			return fmt.Errorf("unwind: frame-pointer walk: %w", unwind.ErrNotSupported)
 		}
 		t := p.task
 		fc := fp.Config{
@@ -102,7 +103,7 @@ func (c *CPU) sourceInto(src *Source, p *pubState, method Method, opts SaveOptio
 			fc.KretprobeTrampoline = m.kprobeTramp
 			fc.KretprobeStack = t.kprobe.region.Base
 		}
-		src.SetFP(&fc, SourceOptions{Symbolizer: m.sym, Skip: 1})
+		src.SetFP(&fc, unwind.SourceOptions{Symbolizer: m.sym, Skip: 1})
 	default:
 		return fmt.Errorf("unwind: unknown method %v", method)
 	}
@@ -129,8 +130,8 @@ func (c *CPU) stacks(t *Task) []fp.Stack {
 // Source returns a Source for an unwinder invoked inline in the CPU's
 // current function. Call it from the goroutine driving the CPU, or use
 // Unwind from any goroutine.
-func (c *CPU) Source(method Method, opts SaveOptions) (*Source, error) {
-	src := new(Source)
+func (c *CPU) Source(method unwind.Method, opts SaveOptions) (*unwind.Source, error) {
+	src := new(unwind.Source)
 	if err := c.sourceInto(src, c.pub.Load(), method, opts); err != nil {
 		return nil, err
 	}
@@ -139,7 +140,7 @@ func (c *CPU) Source(method Method, opts SaveOptions) (*Source, error) {
 
 // SourceInto is Source filling src in place, without allocating: for hot
 // paths that record a trace on every event (a KASAN-style allocator).
-func (c *CPU) SourceInto(src *Source, method Method, opts SaveOptions) error {
+func (c *CPU) SourceInto(src *unwind.Source, method unwind.Method, opts SaveOptions) error {
 	return c.sourceInto(src, c.pub.Load(), method, opts)
 }
 
@@ -162,7 +163,7 @@ const (
 // drives the CPU: they retry until they read a consistent state (or return
 // ErrBusy). OutOfLine changes the CPU (it calls stack_trace_save and
 // returns from it), so only the driving goroutine may use it.
-func (c *CPU) Unwind(method Method, inv Invocation, store []uint64, opts SaveOptions) (int, error) {
+func (c *CPU) Unwind(method unwind.Method, inv Invocation, store []uint64, opts SaveOptions) (int, error) {
 	if inv == OutOfLine {
 		if err := c.Call(FnStackTraceSave); err != nil {
 			return 0, err
@@ -177,7 +178,7 @@ func (c *CPU) Unwind(method Method, inv Invocation, store []uint64, opts SaveOpt
 // of the state it read, for tests that match results against recorded
 // ground truths. It reads the published registers, unwinds, and retries
 // if the CPU changed meanwhile (a seqlock read), at most 1000 times.
-func (c *CPU) UnwindSeq(method Method, store []uint64, opts SaveOptions) (n int, seq uint64, err error) {
+func (c *CPU) UnwindSeq(method unwind.Method, store []uint64, opts SaveOptions) (n int, seq uint64, err error) {
 	for try := 0; try < 1000; try++ {
 		s1 := c.seq.Load()
 		p := c.pub.Load()
@@ -185,10 +186,10 @@ func (c *CPU) UnwindSeq(method Method, store []uint64, opts SaveOptions) (n int,
 			runtime.Gosched()
 			continue
 		}
-		var src Source
+		var src unwind.Source
 		err := c.sourceInto(&src, p, method, opts)
 		if err == nil {
-			n, err = Save(&src, store, opts.Skip)
+			n, err = unwind.Save(&src, store, opts.Skip)
 		}
 		if c.seq.Load() != s1 {
 			runtime.Gosched()
