@@ -35,9 +35,13 @@ type Snapshot struct {
 	sym *unwind.Symbolizer
 }
 
-// Regs are a captured thread's registers: PC, SP, X18, X29, X30 (PC and
-// X30 may carry a PAC).
-type Regs = snapshot.Regs
+// Regs are a captured thread's registers (PC and X30 may carry a PAC).
+type Regs struct {
+	// PC is the program counter, SP the stack pointer, X18 the shadow
+	// call stack pointer, X29 the frame pointer and X30 the link
+	// register.
+	PC, SP, X18, X29, X30 uint64
+}
 
 // Region describes one captured memory region.
 type Region struct {
@@ -71,10 +75,15 @@ func LoadSnapshot(r io.Reader) (*Snapshot, error) {
 	}
 	out := &Snapshot{
 		VABits: s.VABits, TBI: s.TBI, Layout: s.Layout,
-		Regs:    s.Regs,
+		Regs:    Regs(s.Regs),
 		SCSBase: s.SCSBase, HasSCS: s.HasSCS, Expect: s.Expect, s: s,
 	}
-	out.sym = s.Symbols
+	syms := s.Symbols.Symbols()
+	pub := make([]unwind.Symbol, len(syms))
+	for i, sym := range syms {
+		pub[i] = unwind.Symbol(sym)
+	}
+	out.sym = unwind.NewSymbolizer(pub)
 	return out, nil
 }
 
