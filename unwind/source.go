@@ -52,6 +52,37 @@ func (m Method) String() string {
 	return fmt.Sprintf("Method(%d)", uint8(m))
 }
 
+// ParseMethod returns the Method whose String is name: "auto", "scs" or
+// "fp".
+func ParseMethod(name string) (Method, error) {
+	for _, m := range []Method{MethodAuto, MethodSCS, MethodFP} {
+		if m.String() == name {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("unwind: unknown method %q (want auto, scs or fp)", name)
+}
+
+// MarshalText implements encoding.TextMarshaler: the method's String. An
+// unknown method is an error.
+func (m Method) MarshalText() ([]byte, error) {
+	if _, err := ParseMethod(m.String()); err != nil {
+		return nil, err
+	}
+	return []byte(m.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler, so flag.TextVar
+// parses a method (see [ParseMethod]).
+func (m *Method) UnmarshalText(text []byte) error {
+	v, err := ParseMethod(string(text))
+	if err != nil {
+		return err
+	}
+	*m = v
+	return nil
+}
+
 // Source is what an unwinder reads: one CPU's registers and memory at one
 // moment, or a snapshot. It is immutable; Save and Frames may be called on
 // it any number of times, concurrently.

@@ -23,23 +23,20 @@ import (
 )
 
 func main() {
-	policy := flag.String("policy", "thread_info", "where entry code keeps the interrupted x18: thread_info, on-stack or per-cpu")
+	policy := machine.ThreadInfo
+	flag.TextVar(&policy, "policy", machine.ThreadInfo, "where entry code keeps the interrupted x18: thread_info, on-stack or per-cpu")
 	pac := flag.Bool("pac", true, "sign return addresses (pac-ret, QARMA5)")
 	keep := flag.Bool("keep-pc", false, "keep the interrupted pc per-CPU (the seed's fix)")
 	fgraph := flag.Bool("fgraph", false, "enable the function-graph tracer")
 	timing := flag.Bool("timing", true, "time both unwinders")
 	flag.Parse()
-	if err := run(os.Stdout, *policy, *pac, *keep, *fgraph, *timing); err != nil {
+	if err := run(os.Stdout, policy, *pac, *keep, *fgraph, *timing); err != nil {
 		fmt.Fprintln(os.Stderr, "nested:", err)
 		os.Exit(1)
 	}
 }
 
-func run(w io.Writer, policy string, pac, keep, fgraph, timing bool) error {
-	pol, err := scs.ParsePolicy(policy)
-	if err != nil {
-		return err
-	}
+func run(w io.Writer, pol machine.Policy, pac, keep, fgraph, timing bool) error {
 	cfg := machine.DefaultConfig()
 	cfg.Policy, cfg.PAC, cfg.KeepInterruptedPC, cfg.FGraph = pol, pac, keep, fgraph
 	cfg.Funcs = []machine.Func{
