@@ -16,7 +16,10 @@ var ErrBusy = errors.New("unwind: CPU state kept changing during the unwind")
 
 // SaveOptions are the options of an unwind besides the store.
 type SaveOptions struct {
-	// Skip removes this many frames from the innermost end.
+	// Skip removes this many frames from the innermost end: from what
+	// CPU.Unwind stores, from every Save and Frames of a CPU.Source, and
+	// from what CPU.Expect expects; CPU.Compare marks those frames as
+	// removed by Skip.
 	Skip int
 	// StopAtBoundary ends an SCS copy at the first context boundary, as
 	// KASAN's filter_irq_stacks cuts traces at the IRQ entry.
@@ -75,7 +78,7 @@ func (c *CPU) sourceInto(src *unwind.Source, p *pubState, method unwind.Method, 
 			return err
 		}
 		v.StopAtBoundary = opts.StopAtBoundary
-		src.SetSCS(&v, unwind.SourceOptions{Symbolizer: m.sym})
+		src.SetSCS(&v, unwind.SourceOptions{Symbolizer: m.sym, Skip: opts.Skip})
 	case unwind.MethodFP:
 		if !m.cfg.FramePointers {
 			return fmt.Errorf("unwind: frame-pointer walk: %w", unwind.ErrNotSupported)
@@ -103,7 +106,7 @@ func (c *CPU) sourceInto(src *unwind.Source, p *pubState, method unwind.Method, 
 			fc.KretprobeTrampoline = m.kprobeTramp
 			fc.KretprobeStack = t.kprobe.region.Base
 		}
-		src.SetFP(&fc, unwind.SourceOptions{Symbolizer: m.sym, Skip: 1})
+		src.SetFP(&fc, unwind.SourceOptions{Symbolizer: m.sym, Skip: 1 + opts.Skip})
 	default:
 		return fmt.Errorf("unwind: unknown method %v", method)
 	}
@@ -128,7 +131,8 @@ func (c *CPU) stacks(t *Task) []fp.Stack {
 }
 
 // Source returns a Source for an unwinder invoked inline in the CPU's
-// current function. Call it from the goroutine driving the CPU, or use
+// current function. The Source removes opts.Skip frames from every Save
+// and Frames, before Save's own skip. Call it from the goroutine driving the CPU, or use
 // Unwind from any goroutine.
 func (c *CPU) Source(method unwind.Method, opts SaveOptions) (*unwind.Source, error) {
 	src := new(unwind.Source)
@@ -189,7 +193,7 @@ func (c *CPU) UnwindSeq(method unwind.Method, store []uint64, opts SaveOptions) 
 		var src unwind.Source
 		err := c.sourceInto(&src, p, method, opts)
 		if err == nil {
-			n, err = unwind.Save(&src, store, opts.Skip)
+			n, err = unwind.Save(&src, store, 0) // src applies opts.Skip
 		}
 		if c.seq.Load() != s1 {
 			runtime.Gosched()

@@ -29,19 +29,24 @@ type TruthComparison struct {
 
 // Compare unwinds the CPU with both techniques (inline in the current
 // function) and lines the results up against the ground truth, explaining
-// each difference by the rule that causes it.
+// each difference by the rule that causes it. The first opts.Skip frames
+// of each technique are marked as removed by Skip.
 func (c *CPU) Compare(opts SaveOptions) (*TruthComparison, error) {
 	cmp := &TruthComparison{sym: c.m.sym}
 	var scsF, fpF []unwind.Frame
+	// Unwind without skip, so each frame Skip removes can be lined up
+	// with its truth entry and said to be skipped.
+	all := opts
+	all.Skip = 0
 	if c.m.cfg.SCS {
-		src, err := c.Source(unwind.MethodSCS, opts)
+		src, err := c.Source(unwind.MethodSCS, all)
 		if err != nil {
 			return nil, err
 		}
 		scsF, cmp.SCSErr = collectFrames(src)
 	}
 	if c.m.cfg.FramePointers {
-		src, err := c.Source(unwind.MethodFP, opts)
+		src, err := c.Source(unwind.MethodFP, all)
 		if err != nil {
 			return nil, err
 		}
@@ -63,7 +68,9 @@ func (c *CPU) Compare(opts SaveOptions) (*TruthComparison, error) {
 	}
 	usedS := make([]bool, len(scsF))
 	usedF := make([]bool, len(fpF))
-	take := func(fs []unwind.Frame, used []bool, pcs ...uint64) (unwind.Frame, bool) {
+	// take finds the first unused frame of fs with one of pcs; it is
+	// not taken if Skip removes it (its index is below opts.Skip).
+	take := func(fs []unwind.Frame, used []bool, pcs ...uint64) (f unwind.Frame, ok, skipped bool) {
 		for i, f := range fs {
 			if used[i] {
 				continue
@@ -71,11 +78,14 @@ func (c *CPU) Compare(opts SaveOptions) (*TruthComparison, error) {
 			for _, pc := range pcs {
 				if f.PC == pc {
 					used[i] = true
-					return f, true
+					if i < opts.Skip {
+						return unwind.Frame{}, false, true
+					}
+					return f, true, false
 				}
 			}
 		}
-		return unwind.Frame{}, false
+		return unwind.Frame{}, false, false
 	}
 	for k, e := range es {
 		r := TruthRow{Truth: e.TruthFrame}
@@ -84,13 +94,20 @@ func (c *CPU) Compare(opts SaveOptions) (*TruthComparison, error) {
 			cmp.Rows = append(cmp.Rows, r)
 			continue
 		}
-		r.SCS, r.InSCS = take(scsF, usedS, e.SCSValue, e.PC)
-		r.FP, r.InFP = take(fpF, usedF, e.PC)
+		var skipS, skipF bool
+		r.SCS, r.InSCS, skipS = take(scsF, usedS, e.SCSValue, e.PC)
+		r.FP, r.InFP, skipF = take(fpF, usedF, e.PC)
 		var notes []string
-		if !r.InSCS && c.m.cfg.SCS {
+		switch {
+		case skipS:
+			notes = append(notes, "SCS: removed by Skip")
+		case !r.InSCS && c.m.cfg.SCS:
 			notes = append(notes, "SCS: "+scsWhyOf[k])
 		}
-		if !r.InFP && c.m.cfg.FramePointers {
+		switch {
+		case skipF:
+			notes = append(notes, "FP: removed by Skip")
+		case !r.InFP && c.m.cfg.FramePointers:
 			notes = append(notes, "FP: "+fpWhyOf[k])
 		}
 		if r.InSCS && r.SCS.PC != e.PC {
