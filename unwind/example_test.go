@@ -2,6 +2,7 @@ package unwind_test
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/unwindkit/unwindkit/unwind"
 	"github.com/unwindkit/unwindkit/unwind/machine"
@@ -25,4 +26,44 @@ func ExampleSave() {
 	}
 	fmt.Println(err)
 	// Output: a ret_from_fork <nil>
+}
+
+// The front door's whole cycle: a Source (here from the modelled CPU;
+// NewSCSSource and NewFPSource build one over a caller's own memory),
+// Frames with provenance, and CompareTraces lining up both techniques.
+func Example() {
+	cfg := machine.DefaultConfig()
+	cfg.Funcs = []machine.Func{{Name: "worker"}, {Name: "fast", NoFrame: true}, {Name: "tick"}}
+	m, _ := machine.NewMachine(cfg)
+	t, _ := m.NewTask("kworker", "worker")
+	c := m.CPU(0)
+	c.Switch(t)
+	c.Call("fast")
+	c.Call("tick")
+	var traces [2][]unwind.Frame
+	for i, method := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
+		src, _ := c.Source(method, machine.SaveOptions{})
+		for f, err := range src.Frames() {
+			if err != nil {
+				fmt.Println(err)
+				break
+			}
+			traces[i] = append(traces[i], f)
+		}
+	}
+	cmp := unwind.CompareTraces(m.Symbolizer(), traces[0], traces[1])
+	for _, r := range cmp.Rows {
+		fmt.Println(strings.TrimSpace(cell(r.SCS, r.InSCS) + " | " + cell(r.FP, r.InFP) + " | " + r.Note))
+	}
+	// Output:
+	// fast [scs] | fast [frame] |
+	// worker [scs] | - | only SCS: no frame record holds it (frame pointer omitted, or the FP walk stopped)
+	// ret_from_fork [scs] | ret_from_fork [frame] |
+}
+
+func cell(f unwind.Frame, ok bool) string {
+	if !ok {
+		return "-"
+	}
+	return fmt.Sprintf("%s [%s]", f.Symbol[:strings.IndexByte(f.Symbol, '+')], f.Source)
 }
