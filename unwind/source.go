@@ -3,6 +3,7 @@ package unwind
 import (
 	"fmt"
 	"iter"
+	"strconv"
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/errs"
@@ -231,27 +232,31 @@ func (f Frame) String() string {
 func (src *Source) Frames() iter.Seq2[Frame, error] {
 	return func(yield func(Frame, error) bool) {
 		if src.method == MethodSCS {
-			max := 8
-			for _, sg := range src.scs.Segments() {
-				if sg.Region != nil {
-					max += int(sg.Region.Size()/8) + 1
+			// A fixed buffer, filled chunk by chunk (each chunk skips
+			// what the ones before returned), so the copy costs no
+			// allocation whatever the size of the shadow stack region.
+			var buf [64]scs.Frame
+			skip := src.skip
+			for {
+				n, err := scs.Frames(&src.scs, buf[:], skip)
+				for _, f := range buf[:n] {
+					fs := SourceSCS
+					if f.Source == scs.FromInterruptedPC {
+						fs = SourceInterruptedPC
+					}
+					if !yield(Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Source: fs, Context: f.Context}, nil) {
+						return
+					}
 				}
-			}
-			buf := make([]scs.Frame, max)
-			n, err := scs.Frames(&src.scs, buf, src.skip)
-			for _, f := range buf[:n] {
-				fs := SourceSCS
-				if f.Source == scs.FromInterruptedPC {
-					fs = SourceInterruptedPC
-				}
-				if !yield(Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Source: fs, Context: f.Context}, nil) {
+				if err != nil {
+					yield(Frame{}, err)
 					return
 				}
+				if n < len(buf) {
+					return
+				}
+				skip += n
 			}
-			if err != nil {
-				yield(Frame{}, err)
-			}
-			return
 		}
 		skip := src.skip
 		for f, err := range fp.Frames(&src.fp) {
@@ -284,7 +289,8 @@ func (src *Source) Frames() iter.Seq2[Frame, error] {
 
 func (src *Source) name(pc uint64) string {
 	if src.sym == nil {
-		return fmt.Sprintf("%#x", pc)
+		var b [18]byte // "0x" and 16 hex digits: one allocation, the string
+		return string(strconv.AppendUint(append(b[:0], "0x"...), pc, 16))
 	}
 	return src.sym.Name(pc)
 }
