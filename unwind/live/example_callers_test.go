@@ -30,3 +30,14 @@ func ExampleCallersFP() {
 	fmt.Println(frame.Function)
 	// Output: github.com/unwindkit/unwindkit/unwind/live_test.ExampleCallersFP
 }
+
+// A trace for an allocation profile: Callers into a reused buffer, then
+// the runtime's own symbolization.
+func Example() {
+	var pcs [32]uintptr
+	n := live.Callers(1, pcs[:])
+	fs := runtime.CallersFrames(pcs[:n])
+	f, _ := fs.Next()
+	fmt.Println(f.Function)
+	// Output: github.com/unwindkit/unwindkit/unwind/live_test.Example
+}

@@ -59,3 +59,30 @@ func ExampleCPU_Compare() {
 	// leaf: scs=false fp=true
 	// main_loop: scs=true fp=false
 }
+
+// The model's ground truth: every live function across contexts, where
+// its return address is kept, and what each technique must return.
+func Example() {
+	cfg := machine.DefaultConfig()
+	cfg.Funcs = []machine.Func{{Name: "worker"}, {Name: "leaf", Leaf: true}}
+	m, _ := machine.NewMachine(cfg)
+	t, _ := m.NewTask("kworker", "worker")
+	c := m.CPU(0)
+	c.Switch(t)
+	c.Call("leaf")
+	c.EnterIRQ()
+	for _, f := range c.Truth() {
+		fmt.Printf("%-20s %-5s saved by %s\n", m.Symbolizer().Func(f.PC), f.Context, f.SavedBy)
+	}
+	x := c.Expect(unwind.MethodSCS, machine.SaveOptions{})
+	fmt.Println("the SCS copy misses", len(x.Missing), "of them")
+	// Output:
+	// handle_arch_irq      irq   saved by register
+	// call_on_irq_stack    task  saved by handle_arch_irq
+	// el1h_64_irq_handler  task  saved by call_on_irq_stack
+	// el1h_64_irq          task  saved by el1h_64_irq_handler
+	// leaf                 task  saved by pt_regs
+	// worker               task  saved by x30
+	// ret_from_fork        task  saved by worker
+	// the SCS copy misses 3 of them
+}
