@@ -38,6 +38,7 @@ func ExampleLoadSnapshot() {
 	// chain_root+0x14 raw 0x12000000202140
 	// main+0x110 raw 0x66000000201444
 }
+
 // Unwind a real capture with both techniques and let the front door say
 // what each one misses.
 func Example() {
