@@ -1,6 +1,9 @@
 package unwind
 
-import "github.com/unwindkit/unwindkit/internal/symtab"
+import (
+	"github.com/unwindkit/unwindkit/internal/symbridge"
+	"github.com/unwindkit/unwindkit/internal/symtab"
+)
 
 // Symbol is a function symbol: Name covers [Addr, Addr+Size).
 type Symbol struct {
@@ -26,7 +29,15 @@ func NewSymbolizer(syms []Symbol) *Symbolizer {
 	for i, s := range syms {
 		in[i] = symtab.Symbol(s)
 	}
-	t := symtab.NewSymbolizer(in)
+	return wrapSymtab(symtab.NewSymbolizer(in))
+}
+
+func init() {
+	symbridge.Wrap = func(t *symtab.Symbolizer) any { return wrapSymtab(t) }
+}
+
+// wrapSymtab returns the public Symbolizer over t.
+func wrapSymtab(t *symtab.Symbolizer) *Symbolizer {
 	sorted := t.Symbols()
 	out := &Symbolizer{t: t, syms: make([]Symbol, len(sorted))}
 	for i, s := range sorted {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/snapshot"
+	"github.com/unwindkit/unwindkit/internal/symbridge"
 	"github.com/unwindkit/unwindkit/ptrauth"
 	"github.com/unwindkit/unwindkit/scs"
 	"github.com/unwindkit/unwindkit/unwind"
@@ -78,12 +79,7 @@ func LoadSnapshot(r io.Reader) (*Snapshot, error) {
 		Regs:    Regs(s.Regs),
 		SCSBase: s.SCSBase, HasSCS: s.HasSCS, Expect: s.Expect, s: s,
 	}
-	syms := s.Symbols.Symbols()
-	pub := make([]unwind.Symbol, len(syms))
-	for i, sym := range syms {
-		pub[i] = unwind.Symbol(sym)
-	}
-	out.sym = unwind.NewSymbolizer(pub)
+	out.sym = symbridge.Wrap(s.Symbols).(*unwind.Symbolizer) // the loader's table as it is
 	return out, nil
 }
 

@@ -261,3 +261,33 @@ func TestConcurrentSnapshotUnwinds(t *testing.T) {
 		}
 	}
 }
+
+// TestSymbolizerIsTheLoaders checks that the public Symbolizer of a
+// snapshot resolves every address exactly as the loader's table does
+// (aliases included: it wraps that table, it does not rebuild it).
+func TestSymbolizerIsTheLoaders(t *testing.T) {
+	files, _ := filepath.Glob("../../testdata/arm64/snapshots/*.json")
+	if len(files) == 0 {
+		t.Fatal("no snapshots")
+	}
+	for _, path := range files {
+		s, err := OpenSnapshot(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := s.s.Symbols.Symbols()
+		if len(s.Symbolizer().Symbols()) != len(in) {
+			t.Fatalf("%s: %d public symbols, loader %d", path, len(s.Symbolizer().Symbols()), len(in))
+		}
+		for i, sym := range in {
+			if pub := s.Symbolizer().Symbols()[i]; pub.Name != sym.Name || pub.Addr != sym.Addr || pub.Size != sym.Size {
+				t.Fatalf("%s: symbol %d: public %+v, loader %+v", path, i, pub, sym)
+			}
+			for _, pc := range []uint64{sym.Addr, sym.Addr + sym.Size/2, sym.Addr + sym.Size} {
+				if got, want := s.Symbolizer().Name(pc), s.s.Symbols.Name(pc); got != want {
+					t.Fatalf("%s: Name(%#x) = %q, loader %q", path, pc, got, want)
+				}
+			}
+		}
+	}
+}
