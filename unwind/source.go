@@ -84,8 +84,11 @@ func (m *Method) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// Source is what an unwinder reads: one CPU's registers and memory at one
-// moment, or a snapshot. It is immutable; Save and Frames may be called on
+// Source is what an unwinder reads: a shadow call stack or a frame chain
+// with the memory it lives in, at one moment. Build one with
+// [NewSCSSource] or [NewFPSource] over an [scs.View] or an [fp.Config], or
+// get one from a product above the front door (a modelled CPU or task, a
+// snapshot). Once built it is immutable; Save and Frames may be called on
 // it any number of times, concurrently.
 type Source struct {
 	method Method // MethodSCS or MethodFP
@@ -217,8 +220,9 @@ type Frame struct {
 	Recovered bool
 }
 
-// String returns the frame as "symbol [source]", e.g.
-// "handle_arch_irq+0x14 [scs]"; a frame without a symbol shows its PC.
+// String returns the frame's symbol (or PC) and its source in brackets,
+// as comparison tables show it: handle_arch_irq+0x14, a space, then scs
+// in brackets.
 func (f Frame) String() string {
 	s := f.Symbol
 	if s == "" {
