@@ -276,19 +276,14 @@ func (s *Sim) record(cpu int) (depot.Handle, error) {
 	if s.cfg.Record == RecordNone {
 		return 0, nil
 	}
-	c := s.m.CPU(cpu)
-	if err := c.SourceInto(&s.src, s.method, s.opts); err != nil {
-		return 0, err
-	}
-	n, err := unwind.Save(&s.src, s.buf[:], 0)
-	if err != nil {
-		// A walk that fails part-way keeps what it had, as the kernel's.
+	h, err := s.m.CPU(cpu).SaveToDepot(s.slab.Depot, s.method, s.buf[:], s.opts)
+	if errors.Is(err, unwind.ErrInterruptedTopHidden) || errors.Is(err, unwind.ErrCorrupt) {
+		// A walk that fails part-way keeps what it had, as the kernel's
+		// (SaveToDepot stored it).
 		s.unwindEr++
-		if n == 0 {
-			return 0, nil
-		}
+		err = nil
 	}
-	return s.slab.Depot.Save(s.buf[:n])
+	return h, err
 }
 
 // kmalloc is the action at the end of an allocation path.
