@@ -14,7 +14,8 @@
 // on every event. [Save] copies return addresses into a caller's buffer;
 // [Source.Frames] yields each frame with its provenance (which slot or
 // record it came from, which context, whether a trampoline was
-// recovered).
+// recovered). [SaveToDepot] is KASAN's kasan_save_stack in one call:
+// unwind, store the trace in a [depot.Depot], get its handle.
 //
 // # Packages
 //
@@ -22,7 +23,7 @@
 // (an arrow is "imports"; nothing imports upward, and no subpackage
 // imports another):
 //
-//	unwind            → scs, fp          Source, Save, Frames, CompareTraces, Symbolizer
+//	unwind            → scs, fp, depot   Source, Save, Frames, SaveToDepot, CompareTraces, Symbolizer
 //	unwind/live       → (internal only)  Callers, CallersFP: the running Go program
 //	unwind/machine    → unwind, scs, fp  the modelled arm64 machine with its ground truth
 //	unwind/snapshot   → unwind, scs, fp  captures of real arm64 threads (JSON)
