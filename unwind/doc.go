@@ -25,7 +25,7 @@
 //
 //	unwind            → scs, fp, depot   Source, Save, Frames, SaveToDepot, CompareTraces, Symbolizer
 //	unwind/live       → (internal only)  Callers, CallersFP: the running Go program
-//	unwind/machine    → unwind, scs, fp  the modelled arm64 machine with its ground truth
+//	unwind/machine    → unwind, scs, fp, depot  the modelled arm64 machine with its ground truth
 //	unwind/snapshot   → unwind, scs, fp  captures of real arm64 threads (JSON)
 //	unwind/prologue   → debug/elf, x/arch  the arm64 prologue scanner (ELF files)
 //
