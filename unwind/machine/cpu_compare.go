@@ -14,6 +14,7 @@ import (
 type TruthRow struct {
 	// Truth is the ground-truth frame.
 	Truth TruthFrame
+	// Row is what each technique reported for Truth, and why they differ.
 	unwind.Row
 }
 

@@ -46,7 +46,10 @@ type Regs struct {
 
 // Region describes one captured memory region.
 type Region struct {
+	// Name and Kind are the region's name and kind ("stack", "scs", ...)
+	// as the snapshot gives them.
 	Name, Kind string
+	// Base and Size are the region's first address and size in bytes.
 	Base, Size uint64
 }
 
