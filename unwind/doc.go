@@ -1,71 +1,44 @@
-// Package unwind is unwindkit's front door: one Save and one Frames over
-// either unwinder (the shadow call stack copy of package scs, the
-// frame-pointer walk of package fp), the machine model that drives both,
-// snapshots of real arm64 programs, and frame-pointer unwinding of the
-// running Go program (Callers, CallersFP).
+// Package unwind is unwindkit's front door: one Source, one Save and one
+// Frames over either unwinder — the shadow call stack copy of package
+// [github.com/unwindkit/unwindkit/scs] and the frame-pointer walk of
+// package [github.com/unwindkit/unwindkit/fp] — and CompareTraces, which
+// lines up the two techniques' traces of the same stack and explains each
+// frame only one of them has.
 //
-// # The machine model
+// A Source is what an unwinder reads. [NewSCSSource] builds one from an
+// [scs.View] (the shadow call stack region, its base and x18),
+// [NewFPSource] from an [fp.Config] (the stacks, x29 and pc); both take
+// the caller's own memory, so a crash-dump tool, a debugger or a profiler
+// unwinds what it read itself. [Source.SetSCS] and [Source.SetFP] refill
+// a Source in place without allocating, for hot paths that record a trace
+// on every event. [Save] copies return addresses into a caller's buffer;
+// [Source.Frames] yields each frame with its provenance (which slot or
+// record it came from, which context, whether a trampoline was
+// recovered). [SaveToDepot] is KASAN's kasan_save_stack in one call:
+// unwind, store the trace in a [depot.Depot], get its handle.
 //
-// A Machine is a modelled arm64 Linux system (NewMachine, Config). Its text
-// region holds real A64 instructions: every declared Func gets the
-// prologue and epilogue a compiler emits for its shape (paciasp, the
-// shadow call stack push "str x30, [x18], #8", "stp x29, x30, [sp, #-N]!",
-// "mov x29, sp", and back), and call sites are real bl instructions, so a
-// return address is the address after a bl. Built-in functions model the
-// kernel entry code: ret_from_fork at the bottom of every task, the
-// el1h_64_irq vector and el1h_64_irq_handler, call_on_irq_stack (which
-// saves x18 as the Policy says and switches to the IRQ stack and IRQ shadow
-// call stack, following arch/arm64/kernel/entry.S), handle_arch_irq,
-// __sdei_asm_handler and __sdei_handler (arch/arm64/kernel/entry.S and
-// sdei.c), and stack_trace_save for out-of-line unwinder calls.
+// # Packages
 //
-// CPU.Call, Return, EnterIRQ, ExitIRQ, EnterSDEI, ExitSDEI and Switch write
-// what the real code writes: signed shadow call stack entries, frame
-// records, pt_regs with a PT_REGS meta record at exception entry, the
-// FINAL record at each task's pt_regs, function-graph and kretprobe
-// return stacks. Misuse fails and leaves the machine unchanged.
+// Each product has its own package under unwind, above the front door
+// (an arrow is "imports"; nothing imports upward, and no subpackage
+// imports another):
 //
-// CPU.Truth is the CPU's own record of the live call chain across
-// contexts; CPU.Expect applies each technique's rules to it (a leaf's
-// return address is only in x30; asm and __noscs functions push nothing on
-// the shadow call stack; -fomit-frame-pointer functions link no record;
-// the interrupted pc is not on the shadow call stack unless
-// Config.KeepInterruptedPC; the OnStack policy hides interrupted contexts
-// from an SCS-only unwinder; the SCS copy does not recover trampolines).
-// The package's tests hold both unwinders to those expectations over
-// random and fuzzed event sequences, and CPU.Compare explains every
-// difference in words.
+//	unwind            → scs, fp, depot   Source, Save, Frames, SaveToDepot, CompareTraces, Symbolizer
+//	unwind/live       → (internal only)  Callers, CallersFP: the running Go program
+//	unwind/machine    → unwind, scs, fp, depot  the modelled arm64 machine with its ground truth
+//	unwind/snapshot   → unwind, scs, fp  captures of real arm64 threads (JSON)
+//	unwind/prologue   → debug/elf, x/arch  the arm64 prologue scanner (ELF files)
 //
-// # Snapshots of real programs
-//
-// LoadSnapshot (or OpenSnapshot) reads a capture of a real arm64 thread:
-// registers, stack and shadow-call-stack regions, symbols, the PAC layout
-// (va_bits, tbi) and optionally the known call chain; the format (version
-// 1) is documented at LoadSnapshot and in testdata/README.md. Snapshot.Source
-// gives the same Save/Frames over it: the SCS copy from x18 down to
-// scs_base, the FP walk from x29 over every stack region. testdata/arm64
-// holds captures of programs built by clang and GCC with
-// -fsanitize=shadow-call-stack and pac-ret, run under qemu-aarch64, and the
-// script that rebuilds them. OpenBinary scans an arm64 ELF file's
-// prologues (SCS push/pop, PAC, frame records, patchable entries) and
-// checks that a return address follows a call.
-//
-// # The running Go program
-//
-// Callers is a drop-in for runtime.Callers that walks Go's frame pointers
-// (amd64, arm64) and reproduces the runtime's logical frames (inlined
-// calls expanded, wrappers hidden, runtime.goexit last) from a cache;
-// CallersFP returns the raw frame-pointer chain. Elsewhere Callers is
-// runtime.Callers and CallersFP returns ErrNotSupported. The Go runtime's
-// runtime/tracestack.go does the same walk for its execution tracer.
+// A program that only wants live Go stack traces imports unwind/live and
+// links none of the model, debug/elf,
+// golang.org/x/arch and encoding/json; the front door links none of those
+// either (both checked by go list -deps in the tests).
 //
 // # Skip
 //
 // skip removes frames from the innermost end after unwinding, exactly as
 // the kernel's stack_trace_save(store, size, skipnr): it counts frames,
-// not functions that happen to be inlined. An unwinder invoked Inline in a
-// function reports that function's return address first; invoked
-// OutOfLine (through stack_trace_save, which has its own frame) it reports
-// the call site first, so OutOfLine with skip k+1 equals Inline with skip
-// k: the seed thread's "skipnr + 1".
+// not functions that happen to be inlined. A Source can carry a skip of
+// its own ([SourceOptions].Skip: a walk that starts at the pc of the
+// function the unwinder runs in drops that pc); Save's skip comes on top.
 package unwind

@@ -1,10 +1,9 @@
 package unwind
 
 import (
-	"errors"
 	"fmt"
 	"iter"
-	"runtime"
+	"strconv"
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/errs"
@@ -23,9 +22,6 @@ var (
 	// ErrInterruptedTopHidden: the SCS copy reached a context whose x18 the
 	// OnStack policy left on the interrupted stack.
 	ErrInterruptedTopHidden = scs.ErrInterruptedTopHidden
-	// ErrBusy: the CPU kept changing while another goroutine tried to
-	// unwind it, and no consistent state was read.
-	ErrBusy = errors.New("unwind: CPU state kept changing during the unwind")
 )
 
 // CorruptError describes corrupt state: the rule, the address, detail.
@@ -57,27 +53,102 @@ func (m Method) String() string {
 	return fmt.Sprintf("Method(%d)", uint8(m))
 }
 
-// SaveOptions are the options of an unwind besides the store.
-type SaveOptions struct {
-	// Skip removes this many frames from the innermost end.
-	Skip int
-	// StopAtBoundary ends an SCS copy at the first context boundary, as
-	// KASAN's filter_irq_stacks cuts traces at the IRQ entry.
-	StopAtBoundary bool
-	// Reliable makes the FP walk fail at anything a reliable trace may not
-	// contain (arch_stack_walk_reliable).
-	Reliable bool
+// ParseMethod returns the Method whose String is name: "auto", "scs" or
+// "fp".
+func ParseMethod(name string) (Method, error) {
+	for _, m := range []Method{MethodAuto, MethodSCS, MethodFP} {
+		if m.String() == name {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("unwind: unknown method %q (want auto, scs or fp)", name)
 }
 
-// Source is what an unwinder reads: one CPU's registers and memory at one
-// moment, or a snapshot. It is immutable; Save and Frames may be called on
+// MarshalText implements encoding.TextMarshaler: the method's String. An
+// unknown method is an error.
+func (m Method) MarshalText() ([]byte, error) {
+	if _, err := ParseMethod(m.String()); err != nil {
+		return nil, err
+	}
+	return []byte(m.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler, so flag.TextVar
+// parses a method (see [ParseMethod]).
+func (m *Method) UnmarshalText(text []byte) error {
+	v, err := ParseMethod(string(text))
+	if err != nil {
+		return err
+	}
+	*m = v
+	return nil
+}
+
+// Source is what an unwinder reads: a shadow call stack or a frame chain
+// with the memory it lives in, at one moment. Build one with
+// [NewSCSSource] or [NewFPSource] over an [scs.View] or an [fp.Config], or
+// get one from a product above the front door (a modelled CPU or task, a
+// snapshot). Once built it is immutable; Save and Frames may be called on
 // it any number of times, concurrently.
 type Source struct {
 	method Method // MethodSCS or MethodFP
 	scs    scs.View
 	fp     fp.Config
-	fpSkip int // frames the FP walk reports before the unwinder's caller
+	skip   int // frames removed before every Save's and Frames' own skip
 	sym    *Symbolizer
+}
+
+// SourceOptions are what a Source adds to the unwinder's own descriptor.
+type SourceOptions struct {
+	// Symbolizer names the frames Frames reports; nil names them in hex.
+	Symbolizer *Symbolizer
+	// Skip removes this many frames from the innermost end of every Save
+	// and Frames, before Save's own skip: for a walk that starts at the
+	// pc of the function the unwinder runs in (Skip 1 drops that pc, so
+	// the first frame is its caller's, as for an unwinder inlined in it).
+	Skip int
+}
+
+// NewSCSSource returns a Source that copies the shadow call stack v
+// describes (see [scs.View]; a crash-dump tool builds one over memory it
+// read itself). The Source keeps a copy of *v.
+func NewSCSSource(v *scs.View, opts SourceOptions) *Source {
+	src := new(Source)
+	src.SetSCS(v, opts)
+	return src
+}
+
+// NewFPSource returns a Source that walks the frame records c describes
+// (see [fp.Config]). The Source keeps a copy of *c.
+func NewFPSource(c *fp.Config, opts SourceOptions) *Source {
+	src := new(Source)
+	src.SetFP(c, opts)
+	return src
+}
+
+// SetSCS makes src the Source [NewSCSSource] returns, in place and without
+// allocating: for hot paths that record a trace on every event. It must
+// not run concurrently with other uses of src.
+func (src *Source) SetSCS(v *scs.View, opts SourceOptions) {
+	src.method, src.scs, src.skip, src.sym = MethodSCS, *v, opts.Skip, opts.Symbolizer
+}
+
+// SetFP makes src the Source [NewFPSource] returns, in place and without
+// allocating. It must not run concurrently with other uses of src.
+func (src *Source) SetFP(c *fp.Config, opts SourceOptions) {
+	src.method, src.fp, src.skip, src.sym = MethodFP, *c, opts.Skip, opts.Symbolizer
+}
+
+// SCSView returns a copy of the shadow call stack view a MethodSCS source
+// copies; ok is false for another method.
+func (src *Source) SCSView() (v scs.View, ok bool) {
+	return src.scs, src.method == MethodSCS
+}
+
+// FPConfig returns a copy of the walk configuration a MethodFP source
+// walks; ok is false for another method.
+func (src *Source) FPConfig() (c fp.Config, ok bool) {
+	return src.fp, src.method == MethodFP
 }
 
 // Method returns the technique the source unwinds with.
@@ -90,9 +161,9 @@ func (s *Source) Method() Method { return s.method }
 // ErrNotSupported.
 func Save(src *Source, store []uint64, skip int) (int, error) {
 	if src.method == MethodSCS {
-		return scs.Save(&src.scs, store, skip)
+		return scs.Save(&src.scs, store, skip+src.skip)
 	}
-	return fp.Save(&src.fp, store, skip+src.fpSkip)
+	return fp.Save(&src.fp, store, skip+src.skip)
 }
 
 // FrameSource says where a Frame's PC came from.
@@ -143,10 +214,21 @@ type Frame struct {
 	Stack fp.StackKind
 	// Context is the context the frame's record or slot belongs to (for
 	// FP frames, derived from the stack kind).
-	Context Context
+	Context scs.Context
 	// Recovered is true when a trampoline (function graph or kretprobe)
 	// was replaced by the real return address.
 	Recovered bool
+}
+
+// String returns the frame's symbol (or PC) and its source in brackets,
+// as comparison tables show it: handle_arch_irq+0x14, a space, then scs
+// in brackets.
+func (f Frame) String() string {
+	s := f.Symbol
+	if s == "" {
+		s = fmt.Sprintf("%#x", f.PC)
+	}
+	return fmt.Sprintf("%s [%s]", s, f.Source)
 }
 
 // Frames returns src's frames with provenance, innermost first. The final
@@ -154,29 +236,33 @@ type Frame struct {
 func (src *Source) Frames() iter.Seq2[Frame, error] {
 	return func(yield func(Frame, error) bool) {
 		if src.method == MethodSCS {
-			max := 8
-			for _, sg := range src.scs.Segments() {
-				if sg.Region != nil {
-					max += int(sg.Region.Size()/8) + 1
+			// A fixed buffer, filled chunk by chunk (each chunk skips
+			// what the ones before returned), so the copy costs no
+			// allocation whatever the size of the shadow stack region.
+			var buf [64]scs.Frame
+			skip := src.skip
+			for {
+				n, err := scs.Frames(&src.scs, buf[:], skip)
+				for _, f := range buf[:n] {
+					fs := SourceSCS
+					if f.Source == scs.FromInterruptedPC {
+						fs = SourceInterruptedPC
+					}
+					if !yield(Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Source: fs, Context: f.Context}, nil) {
+						return
+					}
 				}
-			}
-			buf := make([]scs.Frame, max)
-			n, err := scs.Frames(&src.scs, buf, 0)
-			for _, f := range buf[:n] {
-				fs := SourceSCS
-				if f.Source == scs.FromInterruptedPC {
-					fs = SourceInterruptedPC
-				}
-				if !yield(Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Source: fs, Context: f.Context}, nil) {
+				if err != nil {
+					yield(Frame{}, err)
 					return
 				}
+				if n < len(buf) {
+					return
+				}
+				skip += n
 			}
-			if err != nil {
-				yield(Frame{}, err)
-			}
-			return
 		}
-		skip := src.fpSkip
+		skip := src.skip
 		for f, err := range fp.Frames(&src.fp) {
 			if err != nil {
 				yield(Frame{}, err)
@@ -207,197 +293,21 @@ func (src *Source) Frames() iter.Seq2[Frame, error] {
 
 func (src *Source) name(pc uint64) string {
 	if src.sym == nil {
-		return fmt.Sprintf("%#x", pc)
+		var b [18]byte // "0x" and 16 hex digits: one allocation, the string
+		return string(strconv.AppendUint(append(b[:0], "0x"...), pc, 16))
 	}
 	return src.sym.Name(pc)
 }
 
-// pubState is the part of a CPU's registers that concurrent unwinders read.
-type pubState struct {
-	seq     uint64
-	task    *Task
-	stacks  []fp.Stack // the FP walk's accessible stacks for task
-	x29, pc uint64
-	ctx     Context
-}
-
-func (c *CPU) publish(seq uint64) {
-	p := &pubState{seq: seq, task: c.task}
-	if c.task != nil {
-		if c.stacksTask != c.task {
-			c.stacksTask, c.stacksList = c.task, c.stacks(c.task)
-		}
-		p.stacks = c.stacksList
-	}
-	if c.task != nil && len(c.ctxs) > 0 {
-		ctx := c.cur()
-		p.x29 = ctx.x29
-		p.pc = ctx.top().pc
-		p.ctx = ctx.kind
-	}
-	c.pub.Store(p)
-}
-
-// sourceInto fills src for an unwinder running inline in the CPU's current
-// function, from the published state p, without allocating.
-func (c *CPU) sourceInto(src *Source, p *pubState, method Method, opts SaveOptions) error {
-	m := c.m
-	if method == MethodAuto {
-		method = MethodFP
-		if m.cfg.SCS {
-			method = MethodSCS
-		}
-	}
-	if p == nil || p.task == nil {
-		return fmt.Errorf("unwind: cpu%d has no task", c.id)
-	}
-	src.method, src.sym, src.fpSkip = method, m.sym, 0
-	switch method {
-	case MethodSCS:
-		if m.scs == nil {
-			return fmt.Errorf("unwind: shadow call stack copy: %w", ErrNotSupported)
-		}
-		if err := m.scs.ViewInto(c.id, &src.scs); err != nil {
-			return err
-		}
-		src.scs.StopAtBoundary = opts.StopAtBoundary
-	case MethodFP:
-		if !m.cfg.FramePointers {
-			return fmt.Errorf("unwind: frame-pointer walk: %w", ErrNotSupported)
-		}
-		t := p.task
-		src.fp = fp.Config{
-			Mem:    m.mem,
-			Stacks: p.stacks,
-			// Start from the running function's pc and x29
-			// (kunwind_init_from_regs-like); its own pc is then
-			// dropped, so the first frame is its caller's, as for an
-			// unwinder inlined in it.
-			FP:         p.x29,
-			PC:         p.pc,
-			Source:     fp.SourceCaller,
-			Layout:     m.cfg.Layout,
-			TaskPtRegs: t.ptRegs,
-			Reliable:   opts.Reliable,
-		}
-		if m.cfg.FGraph {
-			src.fp.GraphTrampoline = m.graphTramp
-			src.fp.GraphStack = t.graph.region.Base
-		}
-		if m.cfg.Kretprobes {
-			src.fp.KretprobeTrampoline = m.kprobeTramp
-			src.fp.KretprobeStack = t.kprobe.region.Base
-		}
-		src.fpSkip = 1
-	default:
-		return fmt.Errorf("unwind: unknown method %v", method)
-	}
-	return nil
-}
-
-// stacks returns the stacks an FP walk of the CPU may read while it runs
-// task t: the task stack and this CPU's IRQ, overflow and SDEI stacks.
-func (c *CPU) stacks(t *Task) []fp.Stack {
-	st := func(k fp.StackKind, r interface {
-		End() uint64
-	}, low uint64, name string) fp.Stack {
-		return fp.Stack{Kind: k, Low: low, High: r.End(), Name: name}
-	}
-	return []fp.Stack{
-		st(fp.Task, t.stack, t.stack.Base, t.Name),
-		st(fp.IRQ, c.irqStack, c.irqStack.Base, c.irqStack.Name),
-		st(fp.Overflow, c.overflow, c.overflow.Base, c.overflow.Name),
-		st(fp.SDEINormal, c.sdeiNormal, c.sdeiNormal.Base, c.sdeiNormal.Name),
-		st(fp.SDEICritical, c.sdeiCritical, c.sdeiCritical.Base, c.sdeiCritical.Name),
-	}
-}
-
-// Source returns a Source for an unwinder invoked inline in the CPU's
-// current function. Call it from the goroutine driving the CPU, or use
-// Unwind from any goroutine.
-func (c *CPU) Source(method Method, opts SaveOptions) (*Source, error) {
-	src := new(Source)
-	if err := c.sourceInto(src, c.pub.Load(), method, opts); err != nil {
-		return nil, err
-	}
-	return src, nil
-}
-
-// SourceInto is Source filling src in place, without allocating: for hot
-// paths that record a trace on every event (a KASAN-style allocator).
-func (c *CPU) SourceInto(src *Source, method Method, opts SaveOptions) error {
-	return c.sourceInto(src, c.pub.Load(), method, opts)
-}
-
-// Invocation says how the modelled code invokes the unwinder.
-type Invocation uint8
-
-const (
-	// Inline: the unwinder runs inside the current function (as if
-	// always-inlined): the first frame is the current function's return
-	// address.
-	Inline Invocation = iota
-	// OutOfLine: the current function calls stack_trace_save, which pushes
-	// its own frame and return address: the first frame is the call site
-	// in the current function. This is the seed's "skipnr + 1" situation.
-	OutOfLine
-)
-
-// Unwind unwinds the CPU with method into store and returns how many
-// frames it stored. Inline unwinds may run on any goroutine while another
-// drives the CPU: they retry until they read a consistent state (or return
-// ErrBusy). OutOfLine changes the CPU (it calls stack_trace_save and
-// returns from it), so only the driving goroutine may use it.
-func (c *CPU) Unwind(method Method, inv Invocation, store []uint64, opts SaveOptions) (int, error) {
-	if inv == OutOfLine {
-		if err := c.Call(FnStackTraceSave); err != nil {
-			return 0, err
-		}
-		defer c.Return()
-	}
-	n, _, err := c.UnwindSeq(method, store, opts)
-	return n, err
-}
-
-// UnwindSeq is Unwind (inline) that also returns the CPU's sequence number
-// of the state it read, for tests that match results against recorded
-// ground truths. It reads the published registers, unwinds, and retries
-// if the CPU changed meanwhile (a seqlock read), at most 1000 times.
-func (c *CPU) UnwindSeq(method Method, store []uint64, opts SaveOptions) (n int, seq uint64, err error) {
-	for try := 0; try < 1000; try++ {
-		s1 := c.seq.Load()
-		p := c.pub.Load()
-		if s1&1 != 0 || p == nil || p.seq != s1 {
-			runtime.Gosched()
-			continue
-		}
-		var src Source
-		err := c.sourceInto(&src, p, method, opts)
-		if err == nil {
-			n, err = Save(&src, store, opts.Skip)
-		}
-		if c.seq.Load() != s1 {
-			runtime.Gosched()
-			continue
-		}
-		return n, s1, err
-	}
-	return 0, 0, ErrBusy
-}
-
-// Seq returns the CPU's state sequence number: even when stable, bumped by
-// two for every state change.
-func (c *CPU) Seq() uint64 { return c.seq.Load() }
-
 // stackContext maps an FP stack kind to the context that runs on it.
-func stackContext(k fp.StackKind) Context {
+func stackContext(k fp.StackKind) scs.Context {
 	switch k {
 	case fp.IRQ:
-		return ContextIRQ
+		return scs.CtxIRQ
 	case fp.SDEINormal:
-		return ContextSDEINormal
+		return scs.CtxSDEINormal
 	case fp.SDEICritical:
-		return ContextSDEICritical
+		return scs.CtxSDEICritical
 	}
-	return ContextTask
+	return scs.CtxTask
 }

@@ -6,7 +6,7 @@
 //     same modelled stack, at depths 8, 32 and 128, with and without PAC;
 //   - what each shadow call stack entry policy adds to the entry code
 //     (counted loads, stores and instructions, and the model's time);
-//   - live Go unwinding: unwind.Callers and unwind.CallersFP against
+//   - live Go unwinding: live.Callers and live.CallersFP against
 //     runtime.Callers;
 //   - the stack depot against a map-and-mutex baseline;
 //   - the KASAN workload of examples/kasan with no stack recording, the
@@ -35,6 +35,8 @@ import (
 	"github.com/unwindkit/unwindkit/examples/kasan/slab"
 	"github.com/unwindkit/unwindkit/scs"
 	"github.com/unwindkit/unwindkit/unwind"
+	"github.com/unwindkit/unwindkit/unwind/live"
+	"github.com/unwindkit/unwindkit/unwind/machine"
 )
 
 func main() {
@@ -160,12 +162,12 @@ func header(w io.Writer, short bool) {
 }
 
 // recursionMachine builds a one-CPU machine whose task is depth calls deep.
-func recursionMachine(pac bool, depth int) (*unwind.CPU, error) {
-	cfg := unwind.DefaultConfig()
+func recursionMachine(pac bool, depth int) (*machine.CPU, error) {
+	cfg := machine.DefaultConfig()
 	cfg.PAC = pac
 	cfg.SCSSize = 16384
-	cfg.Funcs = []unwind.Func{{Name: "recurse", Calls: []string{"recurse"}}}
-	m, err := unwind.NewMachine(cfg)
+	cfg.Funcs = []machine.Func{{Name: "recurse", Calls: []string{"recurse"}}}
+	m, err := machine.NewMachine(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +202,7 @@ func modelUnwind(w io.Writer, b bench) error {
 			}
 			var fs []func(int)
 			for _, method := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
-				src, err := c.Source(method, unwind.SaveOptions{})
+				src, err := c.Source(method, machine.SaveOptions{})
 				if err != nil {
 					return err
 				}
@@ -253,7 +255,7 @@ func policyCost(w io.Writer, b bench) error {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| policy | context | entry adds | exit adds | model entry+exit ns | vs thread_info |")
 	fmt.Fprintln(w, "|---|---|---|---|---:|---:|")
-	ctxs := []unwind.Context{unwind.ContextIRQ, unwind.ContextSDEINormal, unwind.ContextSDEICritical}
+	ctxs := []machine.Context{machine.ContextIRQ, machine.ContextSDEINormal, machine.ContextSDEICritical}
 	var ns [len(scs.Policies)][]float64
 	for _, ctx := range ctxs {
 		var fs []func(int)
@@ -286,11 +288,11 @@ func policyCost(w io.Writer, b bench) error {
 
 // entryExit returns a function that enters and leaves ctx n times on a
 // fresh machine with policy pol, and where it leaves its error.
-func entryExit(pol unwind.Policy, ctx unwind.Context) (func(int), *error, error) {
-	cfg := unwind.DefaultConfig()
+func entryExit(pol machine.Policy, ctx machine.Context) (func(int), *error, error) {
+	cfg := machine.DefaultConfig()
 	cfg.Policy = pol
-	cfg.Funcs = []unwind.Func{{Name: "work"}}
-	m, err := unwind.NewMachine(cfg)
+	cfg.Funcs = []machine.Func{{Name: "work"}}
+	m, err := machine.NewMachine(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -304,11 +306,11 @@ func entryExit(pol unwind.Policy, ctx unwind.Context) (func(int), *error, error)
 	}
 	var enter, exit func() error
 	switch ctx {
-	case unwind.ContextIRQ:
+	case machine.ContextIRQ:
 		enter, exit = c.EnterIRQ, c.ExitIRQ
-	case unwind.ContextSDEINormal:
+	case machine.ContextSDEINormal:
 		enter, exit = func() error { return c.EnterSDEI(false) }, c.ExitSDEI
-	case unwind.ContextSDEICritical:
+	case machine.ContextSDEICritical:
 		if err := c.EnterSDEI(false); err != nil {
 			return nil, nil, err
 		}
@@ -338,15 +340,15 @@ type liveUnwinder struct {
 // liveUnwinders lists the live unwinders to compare, the baseline first.
 var liveUnwinders = []liveUnwinder{
 	{"runtime.Callers", runtime.Callers},
-	{"unwind.Callers", unwind.Callers},
-	{"unwind.CallersFP", callersFP},
+	{"live.Callers", live.Callers},
+	{"live.CallersFP", callersFP},
 }
 
-// callersFP adapts unwind.CallersFP; skip+1 also skips this adapter.
+// callersFP adapts live.CallersFP; skip+1 also skips this adapter.
 //
 //go:noinline
 func callersFP(skip int, pc []uintptr) int {
-	n, err := unwind.CallersFP(skip+1, pc)
+	n, err := live.CallersFP(skip+1, pc)
 	if err != nil && n == 0 {
 		return 0
 	}
@@ -389,7 +391,7 @@ func liveUnwind(w io.Writer, b bench) error {
 			if got := u.f(0, pcs); got == 0 {
 				return fmt.Errorf("%s returned no frames", u.name)
 			}
-			// Warm up at this depth: unwind.Callers learns each new
+			// Warm up at this depth: live.Callers learns each new
 			// return address once (a runtime.Callers), then hits its cache.
 			atDepth(depth, func() {
 				for range 3 {
@@ -596,7 +598,7 @@ func recordTable(w io.Writer, b bench) error {
 	for _, inIRQ := range []bool{false, true} {
 		var rbs []*slab.RecordBench
 		for _, rec := range []slab.Record{slab.RecordSCS, slab.RecordFP} {
-			s, err := slab.New(slab.Config{Record: rec, PAC: true, Policy: unwind.ThreadInfo})
+			s, err := slab.New(slab.Config{Record: rec, PAC: true, Policy: machine.ThreadInfo})
 			if err != nil {
 				return err
 			}
@@ -672,7 +674,7 @@ func kasanTable(w io.Writer, b bench, ops int, short bool) error {
 				i = len(cfgs) - 1 - k
 			}
 			c := cfgs[i]
-			s, err := slab.New(slab.Config{Record: c.rec, PAC: c.pac, Policy: unwind.ThreadInfo})
+			s, err := slab.New(slab.Config{Record: c.rec, PAC: c.pac, Policy: machine.ThreadInfo})
 			if err != nil {
 				return err
 			}

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/unwindkit/unwindkit/unwind/machine"
 )
 
 // norm writes this package's functions as they are named in the built
@@ -28,7 +30,7 @@ func normAll(ss []string) []string {
 }
 
 func testOptions(t *testing.T) options {
-	o := options{record: "scs", policy: "thread_info", pac: true, ops: 2000, liveIters: 500,
+	o := options{record: "scs", policy: machine.ThreadInfo, pac: true, ops: 2000, liveIters: 500,
 		profile: filepath.Join(t.TempDir(), "kasan.pprof")}
 	if testing.Short() {
 		o.ops, o.liveIters = 300, 50

@@ -13,13 +13,13 @@ import (
 
 	"github.com/google/pprof/profile"
 	"github.com/unwindkit/unwindkit/depot"
-	"github.com/unwindkit/unwindkit/unwind"
+	"github.com/unwindkit/unwindkit/unwind/live"
 )
 
-// callers is the live unwinder: unwind.Callers, unwindkit's frame-pointer
+// callers is the live unwinder: live.Callers, unwindkit's frame-pointer
 // drop-in for runtime.Callers (same skip meaning, same frames after
 // runtime.CallersFrames).
-var callers = unwind.Callers
+var callers = live.Callers
 
 // liveDepth is the number of frames the live tracker records.
 const liveDepth = 64
@@ -282,4 +282,4 @@ func (t *liveTracker) WriteProfile(w io.Writer) error {
 }
 
 // liveUnwinderName names the live unwinder behind callers.
-const liveUnwinderName = "unwind.Callers"
+const liveUnwinderName = "live.Callers"

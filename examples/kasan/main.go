@@ -30,12 +30,12 @@ import (
 	"time"
 
 	"github.com/unwindkit/unwindkit/examples/kasan/slab"
-	"github.com/unwindkit/unwindkit/scs"
+	"github.com/unwindkit/unwindkit/unwind/machine"
 )
 
 type options struct {
 	record    string
-	policy    string
+	policy    machine.Policy
 	pac       bool
 	ops       int
 	liveIters int
@@ -45,7 +45,7 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.record, "record", "scs", "how kmalloc and kfree record stacks on the model: scs, fp or none")
-	flag.StringVar(&o.policy, "policy", "thread_info", "shadow call stack entry policy: thread_info, on-stack or per-cpu")
+	flag.TextVar(&o.policy, "policy", machine.ThreadInfo, "shadow call stack entry policy: thread_info, on-stack or per-cpu")
 	flag.BoolVar(&o.pac, "pac", true, "sign return addresses (pac-ret)")
 	flag.IntVar(&o.ops, "ops", 20000, "operations of the model's random workload")
 	flag.IntVar(&o.liveIters, "live", 2000, "allocations per goroutine of the live workload")
@@ -62,10 +62,7 @@ func run(w io.Writer, o options) error {
 	if err != nil {
 		return err
 	}
-	pol, err := scs.ParsePolicy(o.policy)
-	if err != nil {
-		return err
-	}
+	pol := o.policy
 	cfg := slab.Config{Record: rec, PAC: o.pac, Policy: pol, CPUs: 2}
 	fmt.Fprintf(w, "unwindkit KASAN model: 2 CPUs, stacks recorded by %s, SCS policy %v, PAC %v\n\n", rec, pol, o.pac)
 

@@ -19,29 +19,27 @@ import (
 
 	"github.com/unwindkit/unwindkit/scs"
 	"github.com/unwindkit/unwindkit/unwind"
+	"github.com/unwindkit/unwindkit/unwind/machine"
 )
 
 func main() {
-	policy := flag.String("policy", "thread_info", "where entry code keeps the interrupted x18: thread_info, on-stack or per-cpu")
+	policy := machine.ThreadInfo
+	flag.TextVar(&policy, "policy", machine.ThreadInfo, "where entry code keeps the interrupted x18: thread_info, on-stack or per-cpu")
 	pac := flag.Bool("pac", true, "sign return addresses (pac-ret, QARMA5)")
 	keep := flag.Bool("keep-pc", false, "keep the interrupted pc per-CPU (the seed's fix)")
 	fgraph := flag.Bool("fgraph", false, "enable the function-graph tracer")
 	timing := flag.Bool("timing", true, "time both unwinders")
 	flag.Parse()
-	if err := run(os.Stdout, *policy, *pac, *keep, *fgraph, *timing); err != nil {
+	if err := run(os.Stdout, policy, *pac, *keep, *fgraph, *timing); err != nil {
 		fmt.Fprintln(os.Stderr, "nested:", err)
 		os.Exit(1)
 	}
 }
 
-func run(w io.Writer, policy string, pac, keep, fgraph, timing bool) error {
-	pol, err := scs.ParsePolicy(policy)
-	if err != nil {
-		return err
-	}
-	cfg := unwind.DefaultConfig()
+func run(w io.Writer, pol machine.Policy, pac, keep, fgraph, timing bool) error {
+	cfg := machine.DefaultConfig()
 	cfg.Policy, cfg.PAC, cfg.KeepInterruptedPC, cfg.FGraph = pol, pac, keep, fgraph
-	cfg.Funcs = []unwind.Func{
+	cfg.Funcs = []machine.Func{
 		{Name: "worker_thread"},
 		{Name: "process_one_work", Locals: 32},
 		{Name: "memcpy_fast", NoFrame: true}, // -fomit-frame-pointer
@@ -53,7 +51,7 @@ func run(w io.Writer, policy string, pac, keep, fgraph, timing bool) error {
 		{Name: "ghes_notify_sdei"},
 		{Name: "asm_helper", NoSCS: true}, // __noscs
 	}
-	m, err := unwind.NewMachine(cfg)
+	m, err := machine.NewMachine(cfg)
 	if err != nil {
 		return err
 	}
@@ -91,7 +89,7 @@ func run(w io.Writer, policy string, pac, keep, fgraph, timing bool) error {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Inside kmalloc (SDEI critical), unwinding inline with both techniques:")
-	cmp, err := c.Compare(unwind.SaveOptions{})
+	cmp, err := c.Compare(machine.SaveOptions{})
 	if err != nil {
 		return err
 	}
@@ -112,14 +110,14 @@ func run(w io.Writer, policy string, pac, keep, fgraph, timing bool) error {
 }
 
 // timeBoth times both unwinders on the same modelled stack of each depth.
-func timeBoth(w io.Writer, base unwind.Config) error {
+func timeBoth(w io.Writer, base machine.Config) error {
 	fmt.Fprintf(w, "Quick timing on %s/%s, %d CPUs (absolute times vary by machine; the ratio is the result):\n",
 		runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 	for _, depth := range []int{8, 32, 128} {
 		cfg := base
-		cfg.Funcs = []unwind.Func{{Name: "recurse", Calls: []string{"recurse"}}}
+		cfg.Funcs = []machine.Func{{Name: "recurse", Calls: []string{"recurse"}}}
 		cfg.SCSSize = 16384
-		m, err := unwind.NewMachine(cfg)
+		m, err := machine.NewMachine(cfg)
 		if err != nil {
 			return err
 		}
@@ -138,7 +136,7 @@ func timeBoth(w io.Writer, base unwind.Config) error {
 		}
 		var ns [2]float64
 		for i, method := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
-			src, err := c.Source(method, unwind.SaveOptions{})
+			src, err := c.Source(method, machine.SaveOptions{})
 			if err != nil {
 				return err
 			}

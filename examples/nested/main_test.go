@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/unwindkit/unwindkit/unwind/machine"
 )
 
 // TestDemo runs the README's main command for every policy and checks
@@ -34,7 +36,11 @@ func TestDemo(t *testing.T) {
 	} {
 		t.Run(tc.policy, func(t *testing.T) {
 			var b strings.Builder
-			if err := run(&b, tc.policy, true, tc.keep, false, false); err != nil {
+			var pol machine.Policy
+			if err := pol.UnmarshalText([]byte(tc.policy)); err != nil {
+				t.Fatal(err)
+			}
+			if err := run(&b, pol, true, tc.keep, false, false); err != nil {
 				t.Fatal(err)
 			}
 			out := b.String()
@@ -45,7 +51,7 @@ func TestDemo(t *testing.T) {
 			}
 		})
 	}
-	if err := run(new(strings.Builder), "bogus", true, false, false, false); err == nil {
+	if err := run(new(strings.Builder), machine.Policy(9), true, false, false, false); err == nil {
 		t.Error("unknown policy accepted")
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/unwindkit/unwindkit/unwind"
+	"github.com/unwindkit/unwindkit/unwind/prologue"
+	"github.com/unwindkit/unwindkit/unwind/snapshot"
 )
 
 func main() {
@@ -26,7 +28,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: prologues FILE.elf [SNAPSHOT.json]")
 		os.Exit(2)
 	}
-	b, err := unwind.OpenBinary(os.Args[1])
+	b, err := prologue.OpenBinary(os.Args[1])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -70,8 +72,8 @@ func main() {
 	}
 }
 
-func checkSnapshot(b *unwind.Binary, path string) error {
-	s, err := unwind.OpenSnapshot(path)
+func checkSnapshot(b *prologue.Binary, path string) error {
+	s, err := snapshot.OpenSnapshot(path)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/unwindkit/unwindkit/unwind"
+	"github.com/unwindkit/unwindkit/unwind/snapshot"
 )
 
 func main() {
@@ -27,7 +28,7 @@ func main() {
 }
 
 func dump(w io.Writer, path string) error {
-	s, err := unwind.OpenSnapshot(path)
+	s, err := snapshot.OpenSnapshot(path)
 	if err != nil {
 		return err
 	}

@@ -5,13 +5,13 @@ import (
 	"strings"
 
 	"github.com/unwindkit/unwindkit/examples/kasan/slab"
-	"github.com/unwindkit/unwindkit/unwind"
+	"github.com/unwindkit/unwindkit/unwind/machine"
 )
 
 // The scripted run's three bugs, recorded with the shadow call stack copy
 // under the seed patch's per-CPU policy, with PAC.
 func ExampleSim_Demo() {
-	s, err := slab.New(slab.Config{Record: slab.RecordSCS, Policy: unwind.PerCPU, PAC: true})
+	s, err := slab.New(slab.Config{Record: slab.RecordSCS, Policy: machine.PerCPU, PAC: true})
 	if err != nil {
 		panic(err)
 	}

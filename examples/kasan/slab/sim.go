@@ -8,6 +8,7 @@ import (
 
 	"github.com/unwindkit/unwindkit/depot"
 	"github.com/unwindkit/unwindkit/unwind"
+	"github.com/unwindkit/unwindkit/unwind/machine"
 )
 
 // Config configures a Sim.
@@ -17,7 +18,7 @@ type Config struct {
 	// PAC signs return addresses (pac-ret) on the modelled machine.
 	PAC bool
 	// Policy is the shadow call stack entry policy.
-	Policy unwind.Policy
+	Policy machine.Policy
 	// CPUs is the number of modelled CPUs (default 2).
 	CPUs int
 }
@@ -71,15 +72,15 @@ var taskSpecs = []taskSpec{
 // with call sites for exactly the functions that follow it, directly or
 // not, on some path (the random workload leaves out some intermediate
 // calls; the machine adds stack_trace_save).
-func funcs() []unwind.Func {
+func funcs() []machine.Func {
 	index := map[string]int{}
-	var fs []unwind.Func
+	var fs []machine.Func
 	declare := func(n string) int {
 		i, ok := index[n]
 		if !ok {
 			i = len(fs)
 			index[n] = i
-			fs = append(fs, unwind.Func{Name: n, Locals: 16 * (len(n) % 4), Calls: []string{}})
+			fs = append(fs, machine.Func{Name: n, Locals: 16 * (len(n) % 4), Calls: []string{}})
 		}
 		return i
 	}
@@ -119,12 +120,12 @@ func funcs() []unwind.Func {
 // Sim is a modelled arm64 machine running the KASAN workload.
 type Sim struct {
 	cfg     Config
-	m       *unwind.Machine
+	m       *machine.Machine
 	sym     *unwind.Symbolizer
 	method  unwind.Method
-	opts    unwind.SaveOptions
+	opts    machine.SaveOptions
 	slab    *Slab
-	tasks   []*unwind.Task
+	tasks   []*machine.Task
 	specs   []taskSpec
 	running []int // task index running on each CPU, -1 for none
 	buf     [StackDepth]uint64
@@ -150,13 +151,13 @@ func New(cfg Config) (*Sim, error) {
 	if cfg.CPUs == 0 {
 		cfg.CPUs = 2
 	}
-	mc := unwind.DefaultConfig()
+	mc := machine.DefaultConfig()
 	mc.NumCPU = cfg.CPUs
 	mc.PAC = cfg.PAC
 	mc.Policy = cfg.Policy
 	mc.KASAN = true
 	mc.Funcs = funcs()
-	m, err := unwind.NewMachine(mc)
+	m, err := machine.NewMachine(mc)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +200,7 @@ func IRQEntryFilter(sym *unwind.Symbolizer) func(uint64) bool {
 	var starts, ends []uint64
 	for _, s := range sym.Symbols() {
 		switch s.Name {
-		case unwind.FnIRQVector, unwind.FnIRQHandler, unwind.FnCallOnIRQStack, unwind.FnHandleIRQ:
+		case machine.FnIRQVector, machine.FnIRQHandler, machine.FnCallOnIRQStack, machine.FnHandleIRQ:
 			starts = append(starts, s.Addr)
 			ends = append(ends, s.Addr+s.Size)
 		}
@@ -208,7 +209,7 @@ func IRQEntryFilter(sym *unwind.Symbolizer) func(uint64) bool {
 }
 
 // Machine returns the modelled machine.
-func (s *Sim) Machine() *unwind.Machine { return s.m }
+func (s *Sim) Machine() *machine.Machine { return s.m }
 
 // Slab returns the allocator.
 func (s *Sim) Slab() *Slab { return s.slab }
@@ -275,19 +276,14 @@ func (s *Sim) record(cpu int) (depot.Handle, error) {
 	if s.cfg.Record == RecordNone {
 		return 0, nil
 	}
-	c := s.m.CPU(cpu)
-	if err := c.SourceInto(&s.src, s.method, s.opts); err != nil {
-		return 0, err
-	}
-	n, err := unwind.Save(&s.src, s.buf[:], 0)
-	if err != nil {
-		// A walk that fails part-way keeps what it had, as the kernel's.
+	h, err := s.m.CPU(cpu).SaveToDepot(s.slab.Depot, s.method, s.buf[:], s.opts)
+	if errors.Is(err, unwind.ErrInterruptedTopHidden) || errors.Is(err, unwind.ErrCorrupt) {
+		// A walk that fails part-way keeps what it had, as the kernel's
+		// (SaveToDepot stored it).
 		s.unwindEr++
-		if n == 0 {
-			return 0, nil
-		}
+		err = nil
 	}
-	return s.slab.Depot.Save(s.buf[:n])
+	return h, err
 }
 
 // kmalloc is the action at the end of an allocation path.
@@ -314,7 +310,7 @@ func (s *Sim) kfree(cpu int, addr uint64) error {
 	}
 	if o.state != stateAllocated {
 		// The report names kfree's caller (_RET_IP_ of kfree).
-		return s.report(cpu, "double-free", addr, 0, false, unwind.Inline)
+		return s.report(cpu, "double-free", addr, 0, false, machine.Inline)
 	}
 	h, err := s.record(cpu)
 	if err != nil {
@@ -336,7 +332,7 @@ func (s *Sim) access(cpu int, addr uint64, size int, write bool) error {
 	if o.state == stateAllocated {
 		return nil
 	}
-	return s.report(cpu, "use-after-free", addr, size, write, unwind.OutOfLine)
+	return s.report(cpu, "use-after-free", addr, size, write, machine.OutOfLine)
 }
 
 // report builds a KASAN report for addr at the CPU's current function.
@@ -344,10 +340,10 @@ func (s *Sim) access(cpu int, addr uint64, size int, write bool) error {
 // OutOfLine its first frame is the call site in the current function (the
 // _RET_IP_ of __asan_loadN), Inline it is the current function's caller
 // (_RET_IP_ of kfree).
-func (s *Sim) report(cpu int, kind string, addr uint64, size int, write bool, inv unwind.Invocation) error {
+func (s *Sim) report(cpu int, kind string, addr uint64, size int, write bool, inv machine.Invocation) error {
 	c := s.m.CPU(cpu)
 	var trace [128]uint64
-	n, err := c.Unwind(unwind.MethodFP, inv, trace[:], unwind.SaveOptions{})
+	n, err := c.Unwind(unwind.MethodFP, inv, trace[:], machine.SaveOptions{})
 	if err != nil {
 		return fmt.Errorf("slab: call trace for report: %w", err)
 	}

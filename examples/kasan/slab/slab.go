@@ -12,7 +12,7 @@
 // reported with the two stacks symbolized (print_report).
 //
 // The trace is recorded with the shadow call stack copy or with the
-// frame-pointer walk of a modelled arm64 CPU (unwind.Machine), or not at
+// frame-pointer walk of a modelled arm64 CPU (machine.Machine), or not at
 // all, so the cost of each can be compared on the same workload: the
 // question the 2022 "collect stack traces from Shadow Call Stack" series
 // argued about.

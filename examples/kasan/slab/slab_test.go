@@ -8,7 +8,7 @@ import (
 
 	"github.com/unwindkit/unwindkit/depot"
 	"github.com/unwindkit/unwindkit/scs"
-	"github.com/unwindkit/unwindkit/unwind"
+	"github.com/unwindkit/unwindkit/unwind/machine"
 )
 
 // want is what one of Demo's reports must say.
@@ -24,7 +24,7 @@ type want struct {
 func withFork(p path, entry string) []string {
 	out := slices.Clone(p)
 	slices.Reverse(out)
-	return append(out, entry, unwind.FnRetFromFork)
+	return append(out, entry, machine.FnRetFromFork)
 }
 
 // irqStack is the recorded stack of an action at the end of p below
@@ -32,7 +32,7 @@ func withFork(p path, entry string) []string {
 func irqStack(p path) []string {
 	out := slices.Clone(p)
 	slices.Reverse(out)
-	return append(out, unwind.FnHandleIRQ)
+	return append(out, machine.FnHandleIRQ)
 }
 
 var demoWant = []want{
@@ -50,8 +50,8 @@ var demoWant = []want{
 		alloc: irqStack(irqAlloc[:len(irqAlloc)-1]),
 		free:  withFork(kworkerFree[:len(kworkerFree)-1], "worker_thread"),
 		// The SDEI context, its entry, then the interrupted task.
-		traceHas: append(append(withFork(sdeiRead, unwind.FnSDEIHandler)[:len(sdeiRead)+1],
-			unwind.FnSDEIAsmHandler), withFork(writerRead, "el0_svc")...),
+		traceHas: append(append(withFork(sdeiRead, machine.FnSDEIHandler)[:len(sdeiRead)+1],
+			machine.FnSDEIAsmHandler), withFork(writerRead, "el0_svc")...),
 	},
 	{
 		kind: "double-free", where: "seq_release", task: "writer", pid: 1337,
@@ -64,7 +64,7 @@ var demoWant = []want{
 
 type variant struct {
 	rec    Record
-	policy unwind.Policy
+	policy machine.Policy
 	pac    bool
 }
 
@@ -241,7 +241,7 @@ func depotTraces(t *testing.T, s *Sim) []string {
 // handle_arch_irq (the IRQ-entry filter), and no trace contains a frame
 // of the interrupted task.
 func TestIRQTracesCut(t *testing.T) {
-	s, err := New(Config{Record: RecordFP, Policy: unwind.PerCPU})
+	s, err := New(Config{Record: RecordFP, Policy: machine.PerCPU})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,9 +259,9 @@ func TestIRQTracesCut(t *testing.T) {
 				t.Fatal(err)
 			}
 			fns := funcsOf(fr)
-			i := slices.Index(fns, unwind.FnHandleIRQ)
+			i := slices.Index(fns, machine.FnHandleIRQ)
 			if i < 0 {
-				if fns[len(fns)-1] != unwind.FnRetFromFork {
+				if fns[len(fns)-1] != machine.FnRetFromFork {
 					t.Errorf("task trace does not end at ret_from_fork: %v", fns)
 				}
 				continue

@@ -1,4 +1,4 @@
-package unwind
+package machine
 
 import (
 	"errors"
@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/unwindkit/unwindkit/unwind"
 )
 
 // TestConcurrentUnwind drives CPU 0 through calls, returns, IRQs and SDEI
@@ -32,7 +34,7 @@ func TestConcurrentUnwind(t *testing.T) {
 			records := map[uint64]rec{}
 			record := func() {
 				var r rec
-				for i, method := range []Method{MethodSCS, MethodFP} {
+				for i, method := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
 					x := c.Expect(method, SaveOptions{})
 					r.pcs[i], r.err[i] = x.PCs, x.Err
 				}
@@ -53,7 +55,7 @@ func TestConcurrentUnwind(t *testing.T) {
 					store := make([]uint64, 600)
 					for i := 0; !done.Load(); i++ {
 						k := (g + i) % 2
-						method := []Method{MethodSCS, MethodFP}[k]
+						method := []unwind.Method{unwind.MethodSCS, unwind.MethodFP}[k]
 						n, seq, err := c.UnwindSeq(method, store, SaveOptions{})
 						if errors.Is(err, ErrBusy) {
 							busy.Add(1)

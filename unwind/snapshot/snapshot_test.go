@@ -1,4 +1,4 @@
-package unwind
+package snapshot
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/unwindkit/unwindkit/unwind"
 )
 
 func loadSnap(t testing.TB, path string) *Snapshot {
@@ -19,7 +21,7 @@ func loadSnap(t testing.TB, path string) *Snapshot {
 	return s
 }
 
-func names(t testing.TB, s *Snapshot, method Method) ([]string, []Frame) {
+func names(t testing.TB, s *Snapshot, method unwind.Method) ([]string, []unwind.Frame) {
 	t.Helper()
 	src, err := s.Source(method)
 	if err != nil {
@@ -53,7 +55,7 @@ func drop(chain []string, names ...string) []string {
 // leaf's caller whose return address is only in x30, the pc a signal
 // interrupted; the FP walk: only the leaf's caller).
 func TestSnapshotsPublicAPI(t *testing.T) {
-	files, _ := filepath.Glob("../testdata/arm64/snapshots/*.json")
+	files, _ := filepath.Glob("../../testdata/arm64/snapshots/*.json")
 	if len(files) < 30 {
 		t.Fatalf("found %d snapshots, want at least 30", len(files))
 	}
@@ -71,17 +73,17 @@ func TestSnapshotsPublicAPI(t *testing.T) {
 			case "signal":
 				scsMiss = append(scsMiss, "sig_raise")
 			}
-			gotFP, fpFrames := names(t, s, MethodFP)
+			gotFP, fpFrames := names(t, s, unwind.MethodFP)
 			if want := drop(s.Expect, fpMiss...); !slices.Equal(gotFP, want) {
 				t.Errorf("FP\n got %v\nwant %v", gotFP, want)
 			}
-			gotSCS, scsFrames := names(t, s, MethodSCS)
+			gotSCS, scsFrames := names(t, s, unwind.MethodSCS)
 			if want := drop(s.Expect, scsMiss...); !slices.Equal(gotSCS, want) {
 				t.Errorf("SCS\n got %v\nwant %v", gotSCS, want)
 			}
 			// The explanation lines the two up: every SCS frame is matched
 			// in the FP walk; every FP-only frame has a reason.
-			cmp := CompareTraces(s.Symbolizer(), scsFrames, fpFrames)
+			cmp := unwind.CompareTraces(s.Symbolizer(), scsFrames, fpFrames)
 			for _, r := range cmp.Rows {
 				if r.InSCS && !r.InFP {
 					t.Errorf("SCS-only frame %s in a fully framed program", s.Symbolizer().Name(r.SCS.PC))
@@ -91,8 +93,8 @@ func TestSnapshotsPublicAPI(t *testing.T) {
 				}
 			}
 			// Auto picks the SCS copy.
-			src, _ := s.Source(MethodAuto)
-			if src.Method() != MethodSCS {
+			src, _ := s.Source(unwind.MethodAuto)
+			if src.Method() != unwind.MethodSCS {
 				t.Errorf("auto chose %v", src.Method())
 			}
 		})
@@ -100,7 +102,7 @@ func TestSnapshotsPublicAPI(t *testing.T) {
 }
 
 func TestSnapshotNoSCS(t *testing.T) {
-	f, err := os.ReadFile("../testdata/arm64/snapshots/clang-nopac-pauth-chain.json")
+	f, err := os.ReadFile("../../testdata/arm64/snapshots/clang-nopac-pauth-chain.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,10 +117,10 @@ func TestSnapshotNoSCS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Source(MethodSCS); !errors.Is(err, ErrNotSupported) {
+	if _, err := s.Source(unwind.MethodSCS); !errors.Is(err, unwind.ErrNotSupported) {
 		t.Fatalf("SCS without scs_base: %v", err)
 	}
-	if src, err := s.Source(MethodAuto); err != nil || src.Method() != MethodFP {
+	if src, err := s.Source(unwind.MethodAuto); err != nil || src.Method() != unwind.MethodFP {
 		t.Fatalf("auto without scs: %v %v", src, err)
 	}
 }
@@ -138,7 +140,7 @@ func TestLoadSnapshotErrors(t *testing.T) {
 // fails only with ErrCorrupt or ErrNotSupported.
 func FuzzLoadSnapshot(f *testing.F) {
 	for _, name := range []string{"clang-nopac-pauth-leaf.json", "gcc-pacretb-nopauth-signal.json"} {
-		b, err := os.ReadFile("../testdata/arm64/snapshots/" + name)
+		b, err := os.ReadFile("../../testdata/arm64/snapshots/" + name)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -154,18 +156,18 @@ func FuzzLoadSnapshot(f *testing.F) {
 		for _, r := range s.Regions() {
 			words += int(r.Size / 8)
 		}
-		var traces [2][]Frame
-		for i, m := range []Method{MethodSCS, MethodFP} {
+		var traces [2][]unwind.Frame
+		for i, m := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
 			src, err := s.Source(m)
 			if err != nil {
-				if !errors.Is(err, ErrNotSupported) {
+				if !errors.Is(err, unwind.ErrNotSupported) {
 					t.Fatalf("%v source: %v", m, err)
 				}
 				continue
 			}
 			for fr, err := range src.Frames() {
 				if err != nil {
-					if !errors.Is(err, ErrCorrupt) {
+					if !errors.Is(err, unwind.ErrCorrupt) {
 						t.Fatalf("%v: %v", m, err)
 					}
 					break
@@ -176,10 +178,21 @@ func FuzzLoadSnapshot(f *testing.F) {
 				}
 			}
 		}
-		cmp := CompareTraces(s.Symbolizer(), traces[0], traces[1])
+		cmp := unwind.CompareTraces(s.Symbolizer(), traces[0], traces[1])
 		if len(cmp.Rows) < max(len(traces[0]), len(traces[1])) {
 			t.Fatalf("comparison lost frames: %d rows for %d/%d", len(cmp.Rows), len(traces[0]), len(traces[1]))
 		}
 		_ = cmp.String()
 	})
+}
+
+func collect(src *unwind.Source) ([]unwind.Frame, error) {
+	var out []unwind.Frame
+	for f, err := range src.Frames() {
+		if err != nil {
+			return out, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }

@@ -1,8 +1,10 @@
-package unwind
+package machine
 
 import (
 	"encoding/binary"
 	"testing"
+
+	"github.com/unwindkit/unwindkit/unwind/prologue"
 )
 
 // TestTextScansAsDeclared runs the prologue scanner (which was written
@@ -26,7 +28,7 @@ func TestTextScansAsDeclared(t *testing.T) {
 				}
 				binary.LittleEndian.PutUint32(code[off:], w)
 			}
-			got := ScanCode(f.spec.Name, f.addr, code)
+			got := prologue.ScanCode(f.spec.Name, f.addr, code)
 			if got.Unknown != 0 {
 				t.Errorf("%s: %d undecodable words", f.spec.Name, got.Unknown)
 			}

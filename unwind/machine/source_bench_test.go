@@ -1,12 +1,16 @@
-package unwind
+package machine
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/unwindkit/unwindkit/unwind"
+)
 
 // BenchmarkSource measures building a Source from a running CPU (the model
 // reading registers), then the unwind itself, for an inline unwinder at
 // depth 10.
 func BenchmarkSource(b *testing.B) {
-	for _, method := range []Method{MethodSCS, MethodFP} {
+	for _, method := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
 		_, c := newTestMachine(b, func(cfg *Config) { cfg.PAC = true })
 		for i := 0; i < 8; i++ {
 			must(b, c.Call("do_work"))
@@ -32,7 +36,7 @@ func BenchmarkSource(b *testing.B) {
 // TestUnwindDoesNotAllocate: an inline unwind of a running CPU allocates
 // nothing (the Source lives on the stack; the FP walk copies its Config).
 func TestUnwindDoesNotAllocate(t *testing.T) {
-	for _, method := range []Method{MethodSCS, MethodFP} {
+	for _, method := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
 		_, c := newTestMachine(t, func(cfg *Config) { cfg.PAC = true })
 		must(t, c.Call("do_work"))
 		store := make([]uint64, 64)

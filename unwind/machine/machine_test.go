@@ -1,10 +1,12 @@
-package unwind
+package machine
 
 import (
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/unwindkit/unwindkit/unwind"
 )
 
 func testFuncs() []Func {
@@ -64,8 +66,8 @@ func (m *Machine) names(pcs []uint64) string {
 // model's expectations.
 func checkBoth(t *testing.T, m *Machine, c *CPU, opts SaveOptions) {
 	t.Helper()
-	for _, method := range []Method{MethodSCS, MethodFP} {
-		if method == MethodSCS && !m.cfg.SCS || method == MethodFP && !m.cfg.FramePointers {
+	for _, method := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
+		if method == unwind.MethodSCS && !m.cfg.SCS || method == unwind.MethodFP && !m.cfg.FramePointers {
 			continue
 		}
 		want := c.Expect(method, opts)
@@ -129,16 +131,16 @@ func TestBlockedTask(t *testing.T) {
 	must(t, c.Call("do_work"))
 	must(t, c.Call("alloc_obj"))
 	t0 := c.Task()
-	if _, err := t0.Source(MethodFP); !errors.Is(err, ErrTaskRunning) {
+	if _, err := t0.Source(unwind.MethodFP); !errors.Is(err, ErrTaskRunning) {
 		t.Fatalf("running task: %v", err)
 	}
 	t1, err := m.NewTask("t1", "kthread_fn")
 	must(t, err)
 	must(t, c.Switch(t1))
-	src, err := t0.Source(MethodFP)
+	src, err := t0.Source(unwind.MethodFP)
 	must(t, err)
 	var got []string
-	var first FrameSource
+	var first unwind.FrameSource
 	for f, err := range src.Frames() {
 		must(t, err)
 		if len(got) == 0 {
@@ -146,13 +148,13 @@ func TestBlockedTask(t *testing.T) {
 		}
 		got = append(got, m.sym.Func(f.PC))
 	}
-	if want := "alloc_obj do_work kthread_fn ret_from_fork"; strings.Join(got, " ") != want || first != SourceTask {
+	if want := "alloc_obj do_work kthread_fn ret_from_fork"; strings.Join(got, " ") != want || first != unwind.SourceTask {
 		t.Fatalf("blocked FP walk %v (first source %v), want %s from a task source", got, first, want)
 	}
-	src, err = t0.Source(MethodSCS)
+	src, err = t0.Source(unwind.MethodSCS)
 	must(t, err)
 	store := make([]uint64, 16)
-	n, err := Save(src, store, 0)
+	n, err := unwind.Save(src, store, 0)
 	must(t, err)
 	if got := m.names(store[:n]); !strings.Contains(got, "do_work") || strings.Contains(got, "alloc_obj") {
 		t.Fatalf("blocked SCS copy %s", got)

@@ -1,6 +1,10 @@
-package unwind
+package machine
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/unwindkit/unwindkit/unwind"
+)
 
 // TruthFrame is one entry of a CPU's ground truth: the live call chain as
 // the CPU itself knows it, innermost first, across contexts.
@@ -134,7 +138,7 @@ type Missing struct {
 
 // Expect returns the expectation for method (SCS or FP), for an unwinder
 // invoked inline in the current function.
-func (c *CPU) Expect(method Method, opts SaveOptions) Expectation {
+func (c *CPU) Expect(method unwind.Method, opts SaveOptions) Expectation {
 	return expectOf(c.m, c.ctxs, c.truth(), method, false, opts)
 }
 
@@ -142,13 +146,13 @@ func (c *CPU) Expect(method Method, opts SaveOptions) Expectation {
 // es[0] is the pc the innermost function is at; it is in a register, and
 // only an FP walk that starts from it (a blocked task's saved pc, source
 // TASK: fpReportsPC) reports it.
-func expectOf(m *Machine, ctxs []*context, es []truthEntry, method Method, fpReportsPC bool, opts SaveOptions) Expectation {
+func expectOf(m *Machine, ctxs []*context, es []truthEntry, method unwind.Method, fpReportsPC bool, opts SaveOptions) Expectation {
 	var x Expectation
 	if len(es) == 0 {
 		return x
 	}
 	switch method {
-	case MethodFP:
+	case unwind.MethodFP:
 		if fpReportsPC {
 			x.PCs = append(x.PCs, es[0].PC)
 		}
@@ -159,7 +163,7 @@ func expectOf(m *Machine, ctxs []*context, es []truthEntry, method Method, fpRep
 			}
 			x.Missing = append(x.Missing, Missing{e.TruthFrame, k + 1, fpWhy(e)})
 		}
-	case MethodSCS:
+	case unwind.MethodSCS:
 		x = expectSCS(m, ctxs, es[1:], opts)
 	}
 	if opts.Skip > 0 {
@@ -196,7 +200,7 @@ func expectSCS(m *Machine, ctxs []*context, es []truthEntry, opts SaveOptions) E
 				}
 			}
 			if m.cfg.Policy == OnStack {
-				x.Err = ErrInterruptedTopHidden
+				x.Err = unwind.ErrInterruptedTopHidden
 				for k := range es {
 					if !used[k] {
 						why[k] = "OnStack policy: the interrupted x18 was pushed on the interrupted stack; only the frame chain leads to it"

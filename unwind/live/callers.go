@@ -1,4 +1,4 @@
-package unwind
+package live
 
 import "github.com/unwindkit/unwindkit/internal/live"
 

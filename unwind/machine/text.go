@@ -1,4 +1,4 @@
-package unwind
+package machine
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 
 	"github.com/unwindkit/unwindkit/internal/arm64"
 	"github.com/unwindkit/unwindkit/internal/mem"
-	"github.com/unwindkit/unwindkit/internal/symtab"
 )
 
 // Func declares one modelled function and its shape. The zero shape is a
@@ -244,14 +243,3 @@ func epilogue(f *fn) []uint32 {
 	}
 	return append(code, arm64.RET)
 }
-
-// Symbol is a function symbol: Name covers [Addr, Addr+Size).
-type Symbol = symtab.Symbol
-
-// Symbolizer maps program counters to function+offset, for the machine's
-// text and for snapshots. It is immutable and safe for concurrent use.
-type Symbolizer = symtab.Symbolizer
-
-// NewSymbolizer returns a symbolizer over a copy of syms. Symbols may
-// overlap (the innermost wins) and may have size 0.
-func NewSymbolizer(syms []Symbol) *Symbolizer { return symtab.NewSymbolizer(syms) }

@@ -1,4 +1,4 @@
-package unwind
+package snapshot
 
 import (
 	"fmt"
@@ -7,8 +7,10 @@ import (
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/snapshot"
+	"github.com/unwindkit/unwindkit/internal/symbridge"
 	"github.com/unwindkit/unwindkit/ptrauth"
 	"github.com/unwindkit/unwindkit/scs"
+	"github.com/unwindkit/unwindkit/unwind"
 )
 
 // Snapshot is a capture of a real arm64 thread: registers, memory regions
@@ -31,16 +33,23 @@ type Snapshot struct {
 	Expect []string
 
 	s   *snapshot.Snapshot
-	sym *Symbolizer
+	sym *unwind.Symbolizer
 }
 
-// Regs are a captured thread's registers: PC, SP, X18, X29, X30 (PC and
-// X30 may carry a PAC).
-type Regs = snapshot.Regs
+// Regs are a captured thread's registers (PC and X30 may carry a PAC).
+type Regs struct {
+	// PC is the program counter, SP the stack pointer, X18 the shadow
+	// call stack pointer, X29 the frame pointer and X30 the link
+	// register.
+	PC, SP, X18, X29, X30 uint64
+}
 
 // Region describes one captured memory region.
 type Region struct {
+	// Name and Kind are the region's name and kind ("stack", "scs", ...)
+	// as the snapshot gives them.
 	Name, Kind string
+	// Base and Size are the region's first address and size in bytes.
 	Base, Size uint64
 }
 
@@ -70,10 +79,10 @@ func LoadSnapshot(r io.Reader) (*Snapshot, error) {
 	}
 	out := &Snapshot{
 		VABits: s.VABits, TBI: s.TBI, Layout: s.Layout,
-		Regs:    s.Regs,
+		Regs:    Regs(s.Regs),
 		SCSBase: s.SCSBase, HasSCS: s.HasSCS, Expect: s.Expect, s: s,
 	}
-	out.sym = s.Symbols
+	out.sym = symbridge.Wrap(s.Symbols).(*unwind.Symbolizer) // the loader's table as it is
 	return out, nil
 }
 
@@ -92,7 +101,7 @@ func OpenSnapshot(path string) (*Snapshot, error) {
 }
 
 // Symbolizer returns the snapshot's symbolizer.
-func (s *Snapshot) Symbolizer() *Symbolizer { return s.sym }
+func (s *Snapshot) Symbolizer() *unwind.Symbolizer { return s.sym }
 
 // Regions describes the captured regions in address order.
 func (s *Snapshot) Regions() []Region {
@@ -114,22 +123,23 @@ func (s *Snapshot) Regions() []Region {
 // pc a signal interrupted, and the frames of uninstrumented callers (main
 // and _start in the committed captures); the FP walk lacks a return
 // address still in x30.
-func (s *Snapshot) Source(method Method) (*Source, error) {
-	if method == MethodAuto {
-		method = MethodFP
+func (s *Snapshot) Source(method unwind.Method) (*unwind.Source, error) {
+	if method == unwind.MethodAuto {
+		method = unwind.MethodFP
 		if s.HasSCS {
-			method = MethodSCS
+			method = unwind.MethodSCS
 		}
 	}
-	src := &Source{method: method, sym: s.sym}
+	var src *unwind.Source
 	switch method {
-	case MethodSCS:
+	case unwind.MethodSCS:
 		r := s.s.SCSRegion()
 		if r == nil {
-			return nil, fmt.Errorf("unwind: snapshot has no shadow call stack: %w", ErrNotSupported)
+			return nil, fmt.Errorf("unwind: snapshot has no shadow call stack: %w", unwind.ErrNotSupported)
 		}
-		src.scs = scs.NewSnapshotView(r, s.SCSBase, s.Regs.X18, s.Layout)
-	case MethodFP:
+		v := scs.NewSnapshotView(r, s.SCSBase, s.Regs.X18, s.Layout)
+		src = unwind.NewSCSSource(&v, unwind.SourceOptions{Symbolizer: s.sym})
+	case unwind.MethodFP:
 		c := fp.Config{
 			Mem:        s.s.Memory,
 			FP:         s.Regs.X29,
@@ -144,7 +154,7 @@ func (s *Snapshot) Source(method Method) (*Source, error) {
 			}
 			c.Stacks = append(c.Stacks, fp.Stack{Kind: kind, Low: r.Base, High: r.End(), Name: r.Name})
 		}
-		src.fp = c
+		src = unwind.NewFPSource(&c, unwind.SourceOptions{Symbolizer: s.sym})
 	default:
 		return nil, fmt.Errorf("unwind: unknown method %v", method)
 	}

@@ -1,10 +1,11 @@
-package unwind
+package machine
 
 import (
 	"fmt"
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/scs"
+	"github.com/unwindkit/unwindkit/unwind"
 )
 
 // ErrTaskRunning is returned by Task.Source for a task that is running on
@@ -21,36 +22,36 @@ var ErrTaskRunning = fmt.Errorf("unwind: task is running; unwind its CPU")
 // The caller must keep t blocked while it uses the Source: a task that
 // starts running again changes the memory under the unwinder, which then
 // returns torn results or ErrCorrupt (never a panic).
-func (t *Task) Source(method Method) (*Source, error) {
+func (t *Task) Source(method unwind.Method) (*unwind.Source, error) {
 	m := t.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if t.cpu >= 0 {
 		return nil, fmt.Errorf("%w (task %q on cpu%d)", ErrTaskRunning, t.Name, t.cpu)
 	}
-	if method == MethodAuto {
-		method = MethodFP
+	if method == unwind.MethodAuto {
+		method = unwind.MethodFP
 		if m.cfg.SCS {
-			method = MethodSCS
+			method = unwind.MethodSCS
 		}
 	}
-	src := &Source{method: method, sym: m.sym}
+	var src *unwind.Source
 	switch method {
-	case MethodSCS:
+	case unwind.MethodSCS:
 		if m.scs == nil {
-			return nil, fmt.Errorf("unwind: shadow call stack copy: %w", ErrNotSupported)
+			return nil, fmt.Errorf("unwind: shadow call stack copy: %w", unwind.ErrNotSupported)
 		}
 		st := t.scsState
 		v := scs.NewSnapshotView(st.Region(), st.Base(), st.SP(), m.cfg.Layout)
 		v.Segs[0].Size, v.Segs[0].Magic = m.cfg.SCSSize, true
 		v.Segs[0].TopFrom = scs.InThreadInfo
-		src.scs = v
-	case MethodFP:
+		src = unwind.NewSCSSource(&v, unwind.SourceOptions{Symbolizer: m.sym})
+	case unwind.MethodFP:
 		if !m.cfg.FramePointers {
-			return nil, fmt.Errorf("unwind: frame-pointer walk: %w", ErrNotSupported)
+			return nil, fmt.Errorf("unwind: frame-pointer walk: %w", unwind.ErrNotSupported)
 		}
 		ctx := t.ctx
-		src.fp = fp.Config{
+		fc := fp.Config{
 			Mem:        m.mem,
 			Stacks:     []fp.Stack{{Kind: fp.Task, Low: t.stack.Base, High: t.stack.End(), Name: t.Name}},
 			FP:         ctx.x29,
@@ -60,11 +61,12 @@ func (t *Task) Source(method Method) (*Source, error) {
 			TaskPtRegs: t.ptRegs,
 		}
 		if m.cfg.FGraph {
-			src.fp.GraphTrampoline, src.fp.GraphStack = m.graphTramp, t.graph.region.Base
+			fc.GraphTrampoline, fc.GraphStack = m.graphTramp, t.graph.region.Base
 		}
 		if m.cfg.Kretprobes {
-			src.fp.KretprobeTrampoline, src.fp.KretprobeStack = m.kprobeTramp, t.kprobe.region.Base
+			fc.KretprobeTrampoline, fc.KretprobeStack = m.kprobeTramp, t.kprobe.region.Base
 		}
+		src = unwind.NewFPSource(&fc, unwind.SourceOptions{Symbolizer: m.sym})
 	default:
 		return nil, fmt.Errorf("unwind: unknown method %v", method)
 	}
@@ -87,7 +89,7 @@ func (t *Task) Truth() []TruthFrame {
 // for the FP walk the saved pc and then every return address a frame
 // record holds; for the SCS copy every return address its shadow call
 // stack holds.
-func (t *Task) Expect(method Method, opts SaveOptions) Expectation {
+func (t *Task) Expect(method unwind.Method, opts SaveOptions) Expectation {
 	t.m.mu.Lock()
 	defer t.m.mu.Unlock()
 	if t.cpu >= 0 {

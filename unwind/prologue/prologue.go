@@ -1,4 +1,4 @@
-package unwind
+package prologue
 
 import (
 	"debug/elf"
@@ -13,14 +13,12 @@ import (
 // retab), a frame record ("stp x29, x30, [sp, #-N]!" + "mov x29, sp"),
 // patchable-function-entry NOPs or the ftrace "mov x9, x30", BTI, and
 // calls. Binary.CallBefore checks that the instruction before a return
-// address is a call, as a reliable unwinder may.
-type Binary = prologue.Binary
-
-// FuncShape is what the scanner found in one function (prologue.Func).
-type FuncShape = prologue.Func
-
-// CallSite is the call instruction before a return address.
-type CallSite = prologue.CallSite
+// address is a call, as a reliable unwinder may. It is immutable and safe
+// for concurrent use.
+type Binary struct {
+	b     *prologue.Binary
+	funcs []FuncShape
+}
 
 // ErrNotArm64 is returned for an ELF file that is not AArch64.
 var ErrNotArm64 = prologue.ErrNotArm64
@@ -30,12 +28,12 @@ var ErrNotArm64 = prologue.ErrNotArm64
 var ErrNoFuncSymbols = prologue.ErrNoFuncSymbols
 
 // OpenBinary opens and scans the arm64 ELF file at path.
-func OpenBinary(path string) (*Binary, error) { return prologue.Open(path) }
+func OpenBinary(path string) (*Binary, error) { return wrap(prologue.Open(path)) }
 
 // NewBinary scans an already opened arm64 ELF file.
-func NewBinary(f *elf.File) (*Binary, error) { return prologue.New(f) }
+func NewBinary(f *elf.File) (*Binary, error) { return wrap(prologue.New(f)) }
 
 // ScanCode scans one function's code (little-endian A64) at addr.
 func ScanCode(name string, addr uint64, code []byte) FuncShape {
-	return prologue.ScanCode(name, addr, code)
+	return shape(prologue.ScanCode(name, addr, code))
 }

@@ -1,4 +1,4 @@
-package unwind
+package machine
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"github.com/unwindkit/unwindkit/internal/mem"
 	"github.com/unwindkit/unwindkit/ptrauth"
 	"github.com/unwindkit/unwindkit/scs"
+	"github.com/unwindkit/unwindkit/unwind"
 )
 
 // Context is the execution context a CPU is in (scs.Context). Contexts
@@ -129,7 +130,7 @@ type Machine struct {
 	cfg  Config
 	mem  *mem.Memory
 	text *text
-	sym  *Symbolizer
+	sym  *unwind.Symbolizer
 	scs  *scs.Model // nil when the shadow call stack is off
 	cpus []*CPU
 
@@ -410,11 +411,11 @@ func (m *Machine) buildText() error {
 		return err
 	}
 	m.text = t
-	syms := make([]Symbol, len(t.fns))
+	syms := make([]unwind.Symbol, len(t.fns))
 	for i, f := range t.fns {
-		syms[i] = Symbol{Name: f.spec.Name, Addr: f.addr, Size: f.size}
+		syms[i] = unwind.Symbol{Name: f.spec.Name, Addr: f.addr, Size: f.size}
 	}
-	m.sym = NewSymbolizer(syms)
+	m.sym = unwind.NewSymbolizer(syms)
 	m.graphTramp = t.byName[FnReturnToHandler].addr
 	m.kprobeTramp = t.byName[FnKretprobeTramp].addr
 	return nil
@@ -424,7 +425,7 @@ func (m *Machine) buildText() error {
 func (m *Machine) Config() Config { return m.cfg }
 
 // Symbolizer returns the symbolizer of the machine's text.
-func (m *Machine) Symbolizer() *Symbolizer { return m.sym }
+func (m *Machine) Symbolizer() *unwind.Symbolizer { return m.sym }
 
 // NumCPU returns the number of CPUs.
 func (m *Machine) NumCPU() int { return len(m.cpus) }

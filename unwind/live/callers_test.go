@@ -1,4 +1,4 @@
-package unwind_test
+package live_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/unwindkit/unwindkit/unwind"
+	"github.com/unwindkit/unwindkit/unwind/live"
 )
 
 // liveFrames is what runtime.CallersFrames reports, minus the pcs.
@@ -26,7 +26,7 @@ func liveFrames(pcs []uintptr) []string {
 	}
 }
 
-// liveCapture calls runtime.Callers(s, ...) and unwind.Callers(s, ...) on
+// liveCapture calls runtime.Callers(s, ...) and live.Callers(s, ...) on
 // one line for every s from 0 to past the depth and checks that they agree:
 // frame 0 is each one's own Callers; for skip 1 the capturing frame has the
 // same function, file and line; every other pc is identical.
@@ -40,19 +40,19 @@ func liveCapture(bufLen int) error {
 	for s := 0; s <= depth+1; s++ {
 		a, b := make([]uintptr, bufLen+1), make([]uintptr, bufLen+1)
 		a[bufLen], b[bufLen] = 0xdead, 0xdead
-		na, nb := runtime.Callers(s, a[:bufLen]), unwind.Callers(s, b[:bufLen])
+		na, nb := runtime.Callers(s, a[:bufLen]), live.Callers(s, b[:bufLen])
 		if b[bufLen] != 0xdead {
-			return fmt.Errorf("skip %d: unwind.Callers wrote beyond len(pc)", s)
+			return fmt.Errorf("skip %d: live.Callers wrote beyond len(pc)", s)
 		}
 		if na != nb {
-			return fmt.Errorf("skip %d: runtime.Callers %d pcs, unwind.Callers %d\nruntime: %q\nunwind:  %q",
+			return fmt.Errorf("skip %d: runtime.Callers %d pcs, live.Callers %d\nruntime: %q\nunwind:  %q",
 				s, na, nb, liveFrames(a[:na]), liveFrames(b[:nb]))
 		}
 		fa, fb := liveFrames(a[:min(na, 3)]), liveFrames(b[:min(nb, 3)])
 		for i := range fa {
 			if s == 0 && i == 0 {
 				if !strings.HasPrefix(fa[0], "runtime.Callers ") ||
-					!strings.HasPrefix(fb[0], "github.com/unwindkit/unwindkit/unwind.Callers ") {
+					!strings.HasPrefix(fb[0], "github.com/unwindkit/unwindkit/unwind/live.Callers ") {
 					return fmt.Errorf("skip 0: frame 0 is %q and %q", fa[0], fb[0])
 				}
 				continue
@@ -142,7 +142,7 @@ func TestCallersMatchesRuntimeCallers(t *testing.T) {
 //go:noinline
 func liveFPCaller() ([]string, []string, error) {
 	pc := make([]uintptr, 64)
-	n, err := unwind.CallersFP(0, pc)
+	n, err := live.CallersFP(0, pc)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -152,7 +152,7 @@ func liveFPCaller() ([]string, []string, error) {
 
 func TestCallersFPFrames(t *testing.T) {
 	fp, rt, err := liveFPCaller()
-	if errors.Is(err, unwind.ErrNotSupported) {
+	if errors.Is(err, live.ErrNotSupported) {
 		if runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64" {
 			t.Fatalf("ErrNotSupported on %s", runtime.GOARCH)
 		}
@@ -161,8 +161,8 @@ func TestCallersFPFrames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(fp[0], "github.com/unwindkit/unwindkit/unwind.CallersFP ") {
-		t.Fatalf("frame 0 is %q, want unwind.CallersFP", fp[0])
+	if !strings.HasPrefix(fp[0], "github.com/unwindkit/unwindkit/unwind/live.CallersFP ") {
+		t.Fatalf("frame 0 is %q, want live.CallersFP", fp[0])
 	}
 	// Below frame 1 (the capturing frame, another line) the physical frames
 	// expand to the runtime's frames plus the wrappers the runtime hides.
@@ -176,7 +176,7 @@ func TestCallersFPFrames(t *testing.T) {
 		t.Fatalf("CallersFP frames %q\nruntime frames %q", fp, rt)
 	}
 	pc := make([]uintptr, 64)
-	n, err := unwind.CallersFP(1, pc)
+	n, err := live.CallersFP(1, pc)
 	if err != nil || n == 0 {
 		t.Fatalf("CallersFP(1): %d, %v", n, err)
 	}
@@ -196,8 +196,8 @@ func liveAtDepth(d int, f func()) {
 	liveAtDepth(d-1, f)
 }
 
-// BenchmarkLiveCallers compares runtime.Callers, unwind.Callers and
-// unwind.CallersFP in one run, each storing exactly depth frames.
+// BenchmarkLiveCallers compares runtime.Callers, live.Callers and
+// live.CallersFP in one run, each storing exactly depth frames.
 func BenchmarkLiveCallers(b *testing.B) {
 	for _, depth := range []int{8, 32, 128} {
 		for _, u := range []struct {
@@ -205,11 +205,11 @@ func BenchmarkLiveCallers(b *testing.B) {
 			fn   func(pc []uintptr) int
 		}{
 			{"runtime.Callers", func(pc []uintptr) int { return runtime.Callers(1, pc) }},
-			{"Callers", func(pc []uintptr) int { return unwind.Callers(1, pc) }},
-			{"CallersFP", func(pc []uintptr) int { n, _ := unwind.CallersFP(1, pc); return n }},
+			{"Callers", func(pc []uintptr) int { return live.Callers(1, pc) }},
+			{"CallersFP", func(pc []uintptr) int { n, _ := live.CallersFP(1, pc); return n }},
 		} {
 			b.Run(fmt.Sprintf("depth=%d/%s", depth, u.name), func(b *testing.B) {
-				if _, err := unwind.CallersFP(0, nil); errors.Is(err, unwind.ErrNotSupported) && u.name == "CallersFP" {
+				if _, err := live.CallersFP(0, nil); errors.Is(err, live.ErrNotSupported) && u.name == "CallersFP" {
 					b.Skip("no frame pointers")
 				}
 				pc := make([]uintptr, depth)

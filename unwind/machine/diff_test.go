@@ -1,4 +1,4 @@
-package unwind
+package machine
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/unwindkit/unwindkit/internal/arm64"
 	"github.com/unwindkit/unwindkit/ptrauth"
+	"github.com/unwindkit/unwindkit/unwind"
 )
 
 // variants is the configuration matrix of the differential tests.
@@ -119,11 +120,11 @@ func (s *script) check(c *CPU, opts SaveOptions, store []uint64) {
 	if c.Task() == nil {
 		return
 	}
-	for _, method := range []Method{MethodSCS, MethodFP} {
+	for _, method := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
 		want := c.Expect(method, opts)
 		n, err := c.Unwind(method, Inline, store, opts)
-		if method == MethodSCS && !m.cfg.SCS || method == MethodFP && !m.cfg.FramePointers {
-			if !errors.Is(err, ErrNotSupported) {
+		if method == unwind.MethodSCS && !m.cfg.SCS || method == unwind.MethodFP && !m.cfg.FramePointers {
+			if !errors.Is(err, unwind.ErrNotSupported) {
 				t.Fatalf("%v disabled: err = %v", method, err)
 			}
 			continue
@@ -131,7 +132,7 @@ func (s *script) check(c *CPU, opts SaveOptions, store []uint64) {
 		if !errors.Is(err, want.Err) || (err == nil) != (want.Err == nil) {
 			t.Fatalf("%v %+v: err = %v, want %v\ntruth: %s", method, opts, err, want.Err, m.names(truthPCs(c)))
 		}
-		if method == MethodFP && opts.Skip == 0 {
+		if method == unwind.MethodFP && opts.Skip == 0 {
 			checkCallSites(t, m, c, store[:n])
 		}
 		if !slices.Equal(store[:n], want.PCs) {
@@ -166,11 +167,11 @@ func (s *script) checkCompare(c *CPU) {
 			s.t.Fatalf("Compare: row %s differs without an explanation", s.m.sym.Name(r.Truth.PC))
 		}
 	}
-	if s.m.cfg.SCS && inSCS != len(c.Expect(MethodSCS, SaveOptions{}).PCs) {
-		s.t.Fatalf("Compare: %d SCS rows, expected %d frames\n%s", inSCS, len(c.Expect(MethodSCS, SaveOptions{}).PCs), cmp)
+	if s.m.cfg.SCS && inSCS != len(c.Expect(unwind.MethodSCS, SaveOptions{}).PCs) {
+		s.t.Fatalf("Compare: %d SCS rows, expected %d frames\n%s", inSCS, len(c.Expect(unwind.MethodSCS, SaveOptions{}).PCs), cmp)
 	}
-	if inFP != len(c.Expect(MethodFP, SaveOptions{}).PCs) {
-		s.t.Fatalf("Compare: %d FP rows, expected %d frames\n%s", inFP, len(c.Expect(MethodFP, SaveOptions{}).PCs), cmp)
+	if inFP != len(c.Expect(unwind.MethodFP, SaveOptions{}).PCs) {
+		s.t.Fatalf("Compare: %d FP rows, expected %d frames\n%s", inFP, len(c.Expect(unwind.MethodFP, SaveOptions{}).PCs), cmp)
 	}
 }
 
@@ -180,15 +181,15 @@ func (s *script) checkBlocked(store []uint64) {
 	t, m := s.t, s.m
 	for _, task := range s.tasks {
 		if task.Truth() == nil {
-			if _, err := task.Source(MethodFP); !errors.Is(err, ErrTaskRunning) {
+			if _, err := task.Source(unwind.MethodFP); !errors.Is(err, ErrTaskRunning) {
 				t.Fatalf("Source of running task %s: %v", task.Name, err)
 			}
 			continue
 		}
-		for _, method := range []Method{MethodSCS, MethodFP} {
+		for _, method := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
 			src, err := task.Source(method)
-			if method == MethodSCS && !m.cfg.SCS || method == MethodFP && !m.cfg.FramePointers {
-				if !errors.Is(err, ErrNotSupported) {
+			if method == unwind.MethodSCS && !m.cfg.SCS || method == unwind.MethodFP && !m.cfg.FramePointers {
+				if !errors.Is(err, unwind.ErrNotSupported) {
 					t.Fatalf("blocked %v disabled: %v", method, err)
 				}
 				continue
@@ -197,7 +198,7 @@ func (s *script) checkBlocked(store []uint64) {
 				t.Fatal(err)
 			}
 			want := task.Expect(method, SaveOptions{})
-			n, err := Save(src, store, 0)
+			n, err := unwind.Save(src, store, 0)
 			if err != nil || !slices.Equal(store[:n], want.PCs) {
 				t.Fatalf("blocked task %s, %v (err %v):\n got  %s\n want %s", task.Name, method, err,
 					m.names(store[:n]), m.names(want.PCs))
@@ -215,13 +216,13 @@ func (s *script) checkOutOfLine(c *CPU, k int, store []uint64) {
 	}
 	cur := c.cur().top().f
 	if cur.spec.Leaf {
-		if _, err := c.Unwind(MethodAuto, OutOfLine, store, SaveOptions{}); err == nil {
+		if _, err := c.Unwind(unwind.MethodAuto, OutOfLine, store, SaveOptions{}); err == nil {
 			s.t.Fatal("out-of-line unwind from a leaf succeeded")
 		}
 		return
 	}
-	for _, method := range []Method{MethodSCS, MethodFP} {
-		if method == MethodSCS && !s.m.cfg.SCS {
+	for _, method := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
+		if method == unwind.MethodSCS && !s.m.cfg.SCS {
 			continue
 		}
 		in := make([]uint64, len(store))

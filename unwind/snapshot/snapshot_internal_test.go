@@ -1,4 +1,4 @@
-package unwind
+package snapshot
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/mem"
 	"github.com/unwindkit/unwindkit/scs"
+	"github.com/unwindkit/unwindkit/unwind"
 )
 
 // These tests look below the public Frame: the SCS slot each entry came
@@ -20,23 +21,25 @@ const snapMaxFrames = 4096
 
 // snapSCS copies the snapshot's shadow call stack with slot addresses.
 func snapSCS(s *Snapshot) ([]scs.Frame, error) {
-	src, err := s.Source(MethodSCS)
+	src, err := s.Source(unwind.MethodSCS)
 	if err != nil {
 		return nil, err
 	}
 	store := make([]scs.Frame, snapMaxFrames)
-	n, err := scs.Frames(&src.scs, store, 0)
+	v, _ := src.SCSView()
+	n, err := scs.Frames(&v, store, 0)
 	return store[:n], err
 }
 
 // snapFP walks the snapshot's frame records and says how the walk ended.
 func snapFP(s *Snapshot) ([]fp.Frame, fp.End, error) {
-	src, err := s.Source(MethodFP)
+	src, err := s.Source(unwind.MethodFP)
 	if err != nil {
 		return nil, fp.EndError, err
 	}
 	var frames []fp.Frame
-	end, err := fp.Walk(&src.fp, func(f fp.Frame) bool {
+	c, _ := src.FPConfig()
+	end, err := fp.Walk(&c, func(f fp.Frame) bool {
 		frames = append(frames, f)
 		return len(frames) < snapMaxFrames
 	})
@@ -49,7 +52,7 @@ func snapFP(s *Snapshot) ([]fp.Frame, fp.End, error) {
 // record's lr, in the same order: the prologue stores the one signed x30
 // in both places.
 func TestCommittedSnapshotsEndAndRaw(t *testing.T) {
-	files, err := filepath.Glob("../testdata/arm64/snapshots/*.json")
+	files, err := filepath.Glob("../../testdata/arm64/snapshots/*.json")
 	if err != nil || len(files) < 30 {
 		t.Fatalf("found %d snapshots (%v), want at least 30", len(files), err)
 	}
@@ -86,7 +89,7 @@ func TestCommittedSnapshotsEndAndRaw(t *testing.T) {
 // return addresses in some captures (left by the warm-up recursion), so the
 // SCS tests would notice a copy that read past x18.
 func TestStaleSlotsNotRead(t *testing.T) {
-	s := loadSnap(t, "../testdata/arm64/snapshots/clang-pacret-pauth-chain.json")
+	s := loadSnap(t, "../../testdata/arm64/snapshots/clang-pacret-pauth-chain.json")
 	v, ok := s.s.Memory.Load(s.Regs.X18)
 	if !ok || v == 0 || s.sym.Func(s.Layout.Strip(v)) != "warm" {
 		t.Fatalf("slot at x18 = %#x, %v: want a stale return address into warm", v, ok)
@@ -105,7 +108,7 @@ func TestStaleSlotsNotRead(t *testing.T) {
 // TestSignalCrossesStacks checks the FP walk of a signal capture goes from
 // the sigaltstack to the main stack through QEMU's signal frame record.
 func TestSignalCrossesStacks(t *testing.T) {
-	s := loadSnap(t, "../testdata/arm64/snapshots/gcc-pacretb-pauth-signal.json")
+	s := loadSnap(t, "../../testdata/arm64/snapshots/gcc-pacretb-pauth-signal.json")
 	frames, _, err := snapFP(s)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +129,7 @@ func TestSignalCrossesStacks(t *testing.T) {
 
 // TestLeafSnapshot: the frameless leaf's caller is only in x30.
 func TestLeafSnapshot(t *testing.T) {
-	s := loadSnap(t, "../testdata/arm64/snapshots/clang-pacret-pauth-leaf.json")
+	s := loadSnap(t, "../../testdata/arm64/snapshots/clang-pacret-pauth-leaf.json")
 	var b strings.Builder
 	frames, end, err := snapFP(s)
 	b.WriteString("fp:  ")
@@ -153,8 +156,8 @@ func TestLeafSnapshot(t *testing.T) {
 // and shadow stack) and runs both unwinders: they must terminate, never
 // panic, and fail only with ErrCorrupt, keeping the frames they had.
 func FuzzUnwindSnapshot(f *testing.F) {
-	paths, _ := filepath.Glob("../testdata/arm64/snapshots/*-signal.json")
-	paths = append(paths, "../testdata/arm64/snapshots/gcc-pacret-pauth-deep.json")
+	paths, _ := filepath.Glob("../../testdata/arm64/snapshots/*-signal.json")
+	paths = append(paths, "../../testdata/arm64/snapshots/gcc-pacret-pauth-deep.json")
 	var snaps []*Snapshot
 	for _, p := range paths {
 		snaps = append(snaps, loadSnap(f, p))
@@ -196,14 +199,14 @@ func FuzzUnwindSnapshot(f *testing.F) {
 			}
 		}
 		frames, _, err := snapFP(&s)
-		if err != nil && !errors.Is(err, ErrCorrupt) {
+		if err != nil && !errors.Is(err, unwind.ErrCorrupt) {
 			t.Fatalf("FP: %v", err)
 		}
 		if len(frames) > snapMaxFrames || len(frames) == 0 {
 			t.Fatalf("FP: %d frames", len(frames))
 		}
 		entries, err := snapSCS(&s)
-		if err != nil && !errors.Is(err, ErrCorrupt) {
+		if err != nil && !errors.Is(err, unwind.ErrCorrupt) {
 			t.Fatalf("SCS: %v", err)
 		}
 		if uint64(len(entries)) > (s.Regs.X18-s.SCSBase)/8 {
@@ -216,7 +219,7 @@ func FuzzUnwindSnapshot(f *testing.F) {
 // one loaded snapshot from several goroutines (run with -race): a loaded
 // Snapshot is only read, so the results must all agree.
 func TestConcurrentSnapshotUnwinds(t *testing.T) {
-	s := loadSnap(t, "../testdata/arm64/snapshots/clang-pacretb-pauth-deep.json")
+	s := loadSnap(t, "../../testdata/arm64/snapshots/clang-pacretb-pauth-deep.json")
 	want, _, err := snapFP(s)
 	if err != nil {
 		t.Fatal(err)
@@ -255,6 +258,36 @@ func TestConcurrentSnapshotUnwinds(t *testing.T) {
 	for range workers {
 		if err := <-errc; err != nil {
 			t.Error(err)
+		}
+	}
+}
+
+// TestSymbolizerIsTheLoaders checks that the public Symbolizer of a
+// snapshot resolves every address exactly as the loader's table does
+// (aliases included: it wraps that table, it does not rebuild it).
+func TestSymbolizerIsTheLoaders(t *testing.T) {
+	files, _ := filepath.Glob("../../testdata/arm64/snapshots/*.json")
+	if len(files) == 0 {
+		t.Fatal("no snapshots")
+	}
+	for _, path := range files {
+		s, err := OpenSnapshot(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := s.s.Symbols.Symbols()
+		if len(s.Symbolizer().Symbols()) != len(in) {
+			t.Fatalf("%s: %d public symbols, loader %d", path, len(s.Symbolizer().Symbols()), len(in))
+		}
+		for i, sym := range in {
+			if pub := s.Symbolizer().Symbols()[i]; pub.Name != sym.Name || pub.Addr != sym.Addr || pub.Size != sym.Size {
+				t.Fatalf("%s: symbol %d: public %+v, loader %+v", path, i, pub, sym)
+			}
+			for _, pc := range []uint64{sym.Addr, sym.Addr + sym.Size/2, sym.Addr + sym.Size} {
+				if got, want := s.Symbolizer().Name(pc), s.s.Symbols.Name(pc); got != want {
+					t.Fatalf("%s: Name(%#x) = %q, loader %q", path, pc, got, want)
+				}
+			}
 		}
 	}
 }

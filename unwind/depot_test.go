@@ -1,0 +1,105 @@
+package unwind_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/unwindkit/unwindkit/depot"
+	"github.com/unwindkit/unwindkit/unwind"
+	"github.com/unwindkit/unwindkit/unwind/machine"
+)
+
+// TestSaveToDepot checks the KASAN path on the front door: the stored
+// trace is what Save returns, a known trace allocates nothing, a partial
+// walk stores what it had with its error, and an empty one stores nothing.
+func TestSaveToDepot(t *testing.T) {
+	d, err := depot.New(depot.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := recursing(t, 4096, 5)
+	src, err := c.Source(unwind.MethodFP, machine.SaveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]uint64, 64)
+	h, err := unwind.SaveToDepot(d, src, buf, 1)
+	if err != nil || h == 0 {
+		t.Fatalf("SaveToDepot = %v, %v", h, err)
+	}
+	want := make([]uint64, 64)
+	n, _ := unwind.Save(src, want, 1)
+	got, err := d.Fetch(h, nil)
+	if err != nil || !slices.Equal(got, want[:n]) || n == 0 {
+		t.Fatalf("stored %#x (%v), Save gives %#x", got, err, want[:n])
+	}
+	if a := testing.AllocsPerRun(100, func() {
+		if h2, err := unwind.SaveToDepot(d, src, buf, 1); h2 != h || err != nil {
+			panic("another handle for the same trace")
+		}
+	}); a != 0 {
+		t.Errorf("SaveToDepot of a known trace: %v allocations, want 0", a)
+	}
+	// Skip past every frame: nothing to store.
+	if h, err := unwind.SaveToDepot(d, src, buf, 1000); h != 0 || err != nil {
+		t.Errorf("empty trace: %v, %v; want the zero handle and no error", h, err)
+	}
+
+	// OnStack: the SCS copy stops at the IRQ boundary with
+	// ErrInterruptedTopHidden after the IRQ context's frames.
+	cfg := machine.DefaultConfig()
+	cfg.Policy = machine.OnStack
+	cfg.Funcs = []machine.Func{{Name: "worker"}, {Name: "tick"}}
+	m, err := machine.NewMachine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, _ := m.NewTask("t", "worker")
+	ci := m.CPU(0)
+	if err := ci.Switch(task); err != nil {
+		t.Fatal(err)
+	}
+	if err := ci.EnterIRQ(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ci.Call("tick"); err != nil {
+		t.Fatal(err)
+	}
+	src, err = ci.Source(unwind.MethodSCS, machine.SaveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err = unwind.SaveToDepot(d, src, buf, 0)
+	if !errors.Is(err, unwind.ErrInterruptedTopHidden) || h == 0 {
+		t.Fatalf("partial walk: %v, %v; want a handle and ErrInterruptedTopHidden", h, err)
+	}
+	n, _ = unwind.Save(src, want, 0)
+	if got, _ := d.Fetch(h, nil); !slices.Equal(got, want[:n]) {
+		t.Errorf("partial walk stored %#x, want %#x", got, want[:n])
+	}
+}
+
+// TestStoreTraceDepotFull checks that a depot refusing the trace gives the
+// zero handle and an error wrapping the depot's.
+func TestStoreTraceDepotFull(t *testing.T) {
+	d, err := depot.New(depot.Config{MaxPools: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trace := []uint64{1, 2, 3, 4}
+	for i := uint64(0); ; i++ {
+		if i == 1<<22 {
+			t.Fatal("a one-pool depot never filled up")
+		}
+		trace[0] = 0x1000 + i
+		if _, err := d.Save(trace); errors.Is(err, depot.ErrNoSpace) {
+			break
+		}
+	}
+	trace[0] = 0x42
+	h, err := unwind.StoreTrace(d, trace, nil)
+	if h != 0 || !errors.Is(err, depot.ErrNoSpace) {
+		t.Errorf("full depot: %v, %v; want the zero handle and ErrNoSpace", h, err)
+	}
+}
