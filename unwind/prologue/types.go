@@ -133,3 +133,7 @@ func (b *Binary) CallBefore(ret uint64) (CallSite, error) {
 	cs, err := b.b.CallBefore(ret)
 	return CallSite(cs), err
 }
+
+// SymbolTables names the symbol tables the functions came from: ".symtab",
+// ".dynsym" or ".symtab and .dynsym".
+func (b *Binary) SymbolTables() string { return b.b.SymbolTables() }

@@ -1,4 +1,4 @@
-package unwind
+package snapshot
 
 import (
 	"encoding/json"
@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/unwindkit/unwindkit/unwind"
+	"github.com/unwindkit/unwindkit/unwind/prologue"
 )
 
 // gdbCapture is the part of a testdata/arm64/gdb capture the loader
@@ -53,7 +56,7 @@ const (
 // scanner, not assumed. build.sh recaptures these files with a live gdb
 // in CI and this test then runs on the fresh files.
 func TestSnapshotGDB(t *testing.T) {
-	files, _ := filepath.Glob("../testdata/arm64/gdb/*.json")
+	files, _ := filepath.Glob("../../testdata/arm64/gdb/*.json")
 	if len(files) < 2 {
 		t.Fatalf("found %d gdb captures, want at least 2", len(files))
 	}
@@ -70,7 +73,7 @@ func TestSnapshotGDB(t *testing.T) {
 			}
 			s := loadSnap(t, path)
 			sym := s.Symbolizer()
-			bin, err := OpenBinary("../" + gc.Source.Binary)
+			bin, err := prologue.OpenBinary("../../" + gc.Source.Binary)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,7 +114,7 @@ func TestSnapshotGDB(t *testing.T) {
 			}
 
 			// FP walk: gdb's pcs, except after a signal trampoline.
-			_, fpF := names(t, s, MethodFP)
+			_, fpF := names(t, s, unwind.MethodFP)
 			if len(fpF) != len(g) {
 				t.Errorf("FP walk has %d frames, gdb %d", len(fpF), len(g))
 			}
@@ -165,7 +168,7 @@ func TestSnapshotGDB(t *testing.T) {
 					want = append(want, g[k+1].pc)
 				}
 			}
-			_, scsF := names(t, s, MethodSCS)
+			_, scsF := names(t, s, unwind.MethodSCS)
 			var got []uint64
 			for _, f := range scsF {
 				got = append(got, f.PC)
