@@ -152,7 +152,7 @@ func Parse(name string, r io.ReaderAt, size int64, phys bool) (*File, error) {
 	if _, err := r.ReadAt(buf, int64(phoff)); err != nil {
 		return nil, f.errf("header", int64(phoff), "read program headers: %v", err)
 	}
-	var noteBytes uint64
+	var noteBytes, dataBytes uint64
 	for i := 0; i < int(phnum); i++ {
 		b := buf[i*phdrSize:]
 		p := Prog{Index: i, Type: le.Uint32(b), Flags: le.Uint32(b[4:]), Off: le.Uint64(b[8:]),
@@ -166,6 +166,12 @@ func Parse(name string, r io.ReaderAt, size int64, phys bool) (*File, error) {
 		}
 		if p.Off > uint64(size) || p.FileSz > uint64(size)-p.Off {
 			return nil, f.errf(part, at, "data [%#x, +%#x) outside the file (%#x bytes)", p.Off, p.FileSz, size)
+		}
+		// Segments of a real core never share file bytes: together
+		// they hold at most the file. This bounds what readers copy.
+		dataBytes += p.FileSz
+		if dataBytes > uint64(size) {
+			return nil, f.errf(part, at, "segments claim %#x bytes, more than the file's %#x", dataBytes, size)
 		}
 		if p.Type == PTLoad {
 			if p.FileSz > p.MemSz {
