@@ -1,34 +1,87 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/unwindkit/unwindkit/unwind"
 	"github.com/unwindkit/unwindkit/unwind/core"
 )
 
-// isELF reports whether the file at path starts with the ELF magic.
+// maxFile bounds a gzip-compressed input once decompressed.
+const maxFile = 1 << 30
+
+// readFile reads path, decompressing it if its name ends in .gz (the
+// committed cores and executables are compressed).
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if strings.HasSuffix(path, ".gz") {
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		r = zr
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(b) > maxFile {
+		return nil, fmt.Errorf("%s: larger than %d bytes decompressed", path, maxFile)
+	}
+	return b, nil
+}
+
+// isELF reports whether the file at path (gzip-compressed if it ends in
+// .gz) starts with the ELF magic.
 func isELF(path string) bool {
 	f, err := os.Open(path)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
+	var r io.Reader = f
+	if strings.HasSuffix(path, ".gz") {
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			return false
+		}
+		r = zr
+	}
 	var b [4]byte
-	_, err = io.ReadFull(f, b[:])
+	_, err = io.ReadFull(r, b[:])
 	return err == nil && string(b[:]) == "\x7fELF"
 }
 
 // dumpCore prints every thread of the core file at path, unwound with both
-// techniques, side by side.
+// techniques, side by side. Files ending in .gz are decompressed.
 func dumpCore(w io.Writer, path string, objs []string) error {
 	if len(objs) == 0 {
 		return fmt.Errorf("%s: a core file needs its executable: unwinddump CORE EXE [LIB...]", path)
 	}
-	c, err := core.Open(path, objs[0], objs[1:]...)
+	b, err := readFile(path)
+	if err != nil {
+		return err
+	}
+	var files []core.ObjectFile
+	for _, o := range objs {
+		d, err := readFile(o)
+		if err != nil {
+			return err
+		}
+		files = append(files, core.ObjectFile{Path: strings.TrimSuffix(o, ".gz"), Data: d})
+	}
+	c, err := core.Load(path, bytes.NewReader(b), int64(len(b)), files...)
 	if err != nil {
 		return err
 	}
@@ -90,6 +143,9 @@ func printCore(w io.Writer, c *core.Core) error {
 		}
 		if err := tw.Flush(); err != nil {
 			return err
+		}
+		if pc, ok := c.X30Only(t); ok {
+			fmt.Fprintf(w, "x30 %#x (%s): a return address in no frame record and no SCS slot: the crashing function had not saved it (a leaf); both techniques miss this caller\n", pc, sym.Name(pc))
 		}
 		if cmp.SCSErr != nil {
 			fmt.Fprintf(w, "scs ended with: %v\n", cmp.SCSErr)

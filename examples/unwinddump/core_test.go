@@ -56,6 +56,14 @@ func TestDumpCore(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	// The compressed files directly.
+	var z strings.Builder
+	if err := dumpCore(&z, "../../testdata/cores/cores/clang-pacret-pauth-signal.core.gz", []string{"../../testdata/cores/bin/clang-pacret.elf.gz"}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(z.String(), "sig_root+") != strings.Count(out, "sig_root+") {
+		t.Errorf("compressed input gives different output:\n%s", z.String())
+	}
 	if err := dumpCore(&b, core, nil); err == nil || !strings.Contains(err.Error(), "needs its executable") {
 		t.Errorf("core without executable: %v", err)
 	}

@@ -258,6 +258,12 @@ func checkAgainstGDB(t *testing.T, co *core.Core, c capture, gdb []uint64) {
 	fpF, _ := co.Frames(th, unwind.MethodFP)
 	scsF, _ := co.Frames(th, unwind.MethodSCS)
 	want := slices.Clone(gdb)
+	x30, only := co.X30Only(th)
+	// X30Only finds the leaf's caller except for GCC's shrink-wrapped
+	// rec, whose x30 equals the first record's lr.
+	if want := leafCrash(c) && !(c.scenario == "recurse"); only != want || only && x30 != gdb[1] {
+		t.Errorf("X30Only %#x, %v; want %v with gdb's frame 1 %#x", x30, only, want, gdb[1])
+	}
 	if leafCrash(c) {
 		if gdb[1] != co.Layout.Strip(th.Regs.X[30]) {
 			t.Fatalf("gdb's frame 1 %#x is not x30 %#x", gdb[1], th.Regs.X[30])

@@ -81,3 +81,23 @@ func (c *Core) Compare(t *Thread) *unwind.Comparison {
 	cmp.SCSErr, cmp.FPErr = serr, ferr
 	return cmp
 }
+
+// X30Only returns the PAC-stripped x30 of thread t when it is a return
+// address that neither technique reports: it differs from the first lr
+// the frame-record walk found, so the crashing function had not saved it
+// (a leaf, or a function stopped before its prologue). Neither technique
+// reads x30, as the kernel's unwinder does not; gdb finds that caller
+// through the call frame information. When x30 equals that first lr (a
+// shrink-wrapped recursive function stopped before its prologue), an
+// unsaved x30 cannot be told from a saved one and ok is false.
+func (c *Core) X30Only(t *Thread) (pc uint64, ok bool) {
+	x30 := c.Layout.Strip(t.Regs.X[30])
+	if x30 == 0 {
+		return 0, false
+	}
+	fs, _ := c.Frames(t, unwind.MethodFP)
+	if len(fs) > 1 && fs[1].PC == x30 {
+		return 0, false
+	}
+	return x30, true
+}
