@@ -3,6 +3,7 @@ package vmcore
 import (
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -164,5 +165,52 @@ func FuzzBTF(f *testing.F) {
 			btf.Offset(k)
 		}
 		btf.Size("pt_regs")
+	})
+}
+
+// TestPerCPU reads __per_cpu_offset from the dump and a per-CPU variable
+// through it.
+func TestPerCPU(t *testing.T) {
+	s := newSynth(synthOpts{pageShift: 12, vaBits: 48})
+	// __per_cpu_offset at image+0x70000; CPU c's area at image+0x78000+c*0x1000
+	// relative to the variable's link address image+0x71000.
+	for c := uint64(0); c < 2; c++ {
+		s.put64(s.pa(imageOff+0x70000+8*c), 0x7000+c*0x1000)
+		s.put64(s.pa(imageOff+0x71000+0x7000+c*0x1000), 0xc0de0+c)
+	}
+	v, err := loadBytes(s.bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms := []KSym{{Name: "__per_cpu_offset", Addr: s.kva(0x70000)}, {Name: "irq_stack_ptr", Addr: s.kva(0x71000)}}
+	offs, err := v.PerCPUOffsets(syms, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c, off := range offs {
+		if w, err := v.ReadVirt64(syms[1].Addr + off); err != nil || w != 0xc0de0+uint64(c) {
+			t.Errorf("cpu%d: %#x, %v", c, w, err)
+		}
+	}
+	if _, err := v.PerCPUOffsets(nil, 2); err == nil {
+		t.Errorf("no symbol: no error")
+	}
+	if _, err := v.PerCPUOffsets(syms, 1<<20); err == nil {
+		t.Errorf("a million CPUs: no error")
+	}
+}
+
+func FuzzParseKallsyms(f *testing.F) {
+	f.Add("ffff800008000000 T _text\nffff800008010000 t el1h_64_irq [mod]\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		syms, err := ParseKallsyms(strings.NewReader(s))
+		if err != nil {
+			return
+		}
+		for i := 1; i < len(syms); i++ {
+			if syms[i].Addr < syms[i-1].Addr {
+				t.Fatalf("not sorted: %+v", syms)
+			}
+		}
 	})
 }
