@@ -344,3 +344,28 @@ func TestNTFileLibraries(t *testing.T) {
 		t.Errorf("pc symbolized as %s", got)
 	}
 }
+
+// TestSynthThreads: a second thread (its own NT_PRSTATUS, as Linux writes
+// one per thread) without a shadow call stack is unwound by the FP walk
+// and reported without one.
+func TestSynthThreads(t *testing.T) {
+	bd := synth()
+	th2 := prstatus(43, 0, 0, stackBase+0x900, 0, stackBase+0x8f0, text+0x20)
+	bd.Notes = append(bd.Notes[:1], append([]elfcore.BNote{{Name: "CORE", Type: 1, Desc: th2}}, bd.Notes[1:]...)...)
+	b := bd.Bytes()
+	co, err := loadBytes(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(co.Threads) != 2 || co.Threads[1].PID != 43 || co.Threads[1].HasSCS || co.Threads[1].SCSNote == "" {
+		t.Fatalf("threads %+v", co.Threads)
+	}
+	fs, err := co.Frames(&co.Threads[1], unwind.MethodAuto)
+	if err != nil || len(fs) != 3 || fs[1].PC != text+0x204 {
+		t.Errorf("thread 2: %+v, %v", fs, err)
+	}
+	cmp := co.Compare(&co.Threads[1])
+	if !errors.Is(cmp.SCSErr, unwind.ErrNotSupported) || cmp.FPErr != nil || len(cmp.Rows) != 3 {
+		t.Errorf("compare: %v / %v, %d rows", cmp.SCSErr, cmp.FPErr, len(cmp.Rows))
+	}
+}
