@@ -12,19 +12,31 @@
 # linux-image-$KVER-cloud-arm64-unsigned:arm64 and busybox-static:arm64
 # with apt-get download. CI does not run it: it checks the shipped files.
 # About 2 minutes per boot on a loaded 2-core machine.
+#
+# Other kernels: KPKG names the image package, KNAME the files' prefix,
+# BOOTS the boots as NAME:CMDLINE-WORD pairs, for example
+#   KPKG=linux-image-6.1.0-57-cloud-arm64-unsigned KNAME=debian-6.1.0-57 BOOTS=va48: sh capture.sh
+# (the shipped files are the default's).
 set -eu
 KVER=${KVER:-6.12.111+deb12}
+KPKG=${KPKG:-linux-image-$KVER-cloud-arm64-unsigned}
+KNAME=${KNAME:-debian-$KVER}
+BOOTS=${BOOTS:-va52: va48:arm64.nolva}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 work=$(mktemp -d)
 trap 'kill $(cat "$work/qemu.pid" 2>/dev/null) 2>/dev/null || true; rm -rf "$work"' EXIT
 cd "$work"
-apt-get download "linux-image-$KVER-cloud-arm64-unsigned:arm64" busybox-static:arm64 >/dev/null 2>&1
+apt-get download "$KPKG:arm64" busybox-static:arm64 >/dev/null 2>&1
 dpkg-deb -x linux-image-*.deb k
 dpkg-deb -x busybox-static_*.deb bb
 mkdir -p ir/bin ir/proc ir/sys ir/dev
 cp bb/bin/busybox ir/bin/
-xz -dc "$(find k -name 'qemu_fw_cfg.ko*' | head -1)" >ir/qemu_fw_cfg.ko
+ko=$(find k -name 'qemu_fw_cfg.ko*' | head -1)
+case $ko in
+*.xz) xz -dc "$ko" >ir/qemu_fw_cfg.ko ;;
+*) cp "$ko" ir/qemu_fw_cfg.ko ;;
+esac
 cat >ir/init <<'INIT'
 #!/bin/busybox sh
 /bin/busybox mount -t proc proc /proc
@@ -69,6 +81,7 @@ PY
 	grep '^KS\|^KEND' console.log | tr -d '\r' >"$here/$1.kallsyms.txt"
 	"$work/gen" "$work/$1.elf" "$here/$1.vmcore.gz"
 }
-boot "debian-$KVER-va52" ""
-boot "debian-$KVER-va48" "arm64.nolva"
+for b in $BOOTS; do
+	boot "$KNAME-${b%%:*}" "${b#*:}"
+done
 ls -l "$here"/*.gz "$here"/*.txt
