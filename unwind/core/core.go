@@ -39,22 +39,17 @@ import (
 
 // Note types (include/uapi/linux/elf.h).
 const (
-	ntPRStatus        = 1
-	ntPRPSInfo        = 3
-	ntAuxv            = 6
-	ntFile            = 0x46494c45
-	ntARMPACMask      = 0x406
-	ntARMTaggedCtrl   = 0x409
-	ntARMPACEnabledKs = 0x40a
+	ntPRStatus      = 1
+	ntPRPSInfo      = 3
+	ntAuxv          = 6
+	ntFile          = 0x46494c45
+	ntARMPACMask    = 0x406
+	ntARMTaggedCtrl = 0x409
 )
 
 // Auxiliary vector tags (include/uapi/linux/auxvec.h).
 const (
 	atPhdr   = 3
-	atPhent  = 4
-	atPhnum  = 5
-	atPagesz = 6
-	atBase   = 7
 	atEntry  = 9
 	atHwcap  = 16
 	atHwcap2 = 26
@@ -181,8 +176,8 @@ func Open(path, exe string, libs ...string) (*Core, error) {
 // ObjectFile is an executable or shared library given by its bytes. The
 // first one passed to Load is the executable.
 type ObjectFile struct {
-	Path string
-	Data []byte
+	Path string // the file's name, matched by base name to the mappings
+	Data []byte // the file's contents
 }
 
 // Load reads the core r of size bytes (name is used in errors). Everything
