@@ -223,7 +223,7 @@ func TestBadPageTables(t *testing.T) {
 func TestBadKallsyms(t *testing.T) {
 	s := newSynth(synthOpts{pageShift: 12, vaBits: 48})
 	img := s.ram[imageOff:]
-	img[0x92000] = 0   // the first symbol has length 0
+	img[0x92000] = 0 // the first symbol has length 0
 	v, _ := loadBytes(s.bytes())
 	if _, err := v.Kallsyms(); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "symbol 0 is empty") {
 		t.Errorf("empty name: %v", err)
