@@ -108,7 +108,8 @@ type Segment struct {
 	Flags      uint32 // PF_X=1, PF_W=2, PF_R=4
 }
 
-// Core is an opened core file with its executable and libraries.
+// Core is an opened core file with its executable and libraries. Its
+// methods may be called concurrently.
 type Core struct {
 	// Path is the core file's name as given.
 	Path string
@@ -195,13 +196,17 @@ func Load(name string, r io.ReaderAt, size int64, objs ...ObjectFile) (*Core, er
 		return nil, f.Errf("notes", 0, "no NT_PRSTATUS note: not a process core")
 	}
 	c.setLayout()
-	mem, err := newMemory(f)
-	if err != nil {
-		return nil, err
-	}
-	c.mem = mem
+	c.mem = newMemory(f)
 	for i := range c.Threads {
-		c.findSCS(&c.Threads[i])
+		t := &c.Threads[i]
+		if err := c.findSCS(t); err != nil {
+			return nil, err
+		}
+		for _, a := range []uint64{t.Regs.SP, t.Regs.X[29]} {
+			if _, err := c.mem.ensure(a); err != nil {
+				return nil, err
+			}
+		}
 	}
 	c.loadObjects(objs)
 	return c, nil
