@@ -53,6 +53,6 @@ func Example() {
 	}
 	// Output:
 	// signal 11 shadow call stack true
-	// fp: rec rec rec rec rec rec_root main __libc_start_call_main __libc_start_main_impl _start err: <nil>
+	// fp: rec rec rec rec rec rec_root main __libc_start_call_main __libc_start_main _start err: <nil>
 	// scs: rec rec rec rec rec_root main err: <nil>
 }
