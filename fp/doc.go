@@ -56,5 +56,10 @@
 // copy path (stack_trace_save) with exact skip and no per-frame callback;
 // Unwinder is the step-by-step state for drivers that want both.
 // Config.Reliable gives arch_stack_walk_reliable's behaviour: the walk
-// fails at the first exception boundary or anything unusual.
+// fails with ErrUnreliable at the first exception boundary or anything
+// unusual, and whenever its consumer stops it before the task's FINAL
+// record, a full store included (stack_trace_consume_entry stops the walk
+// when the store fills, even exactly, and livepatch relies on that). Only
+// Save, SaveEnd, Walk and the Unwinder can say "reliable"; the Frames
+// iterator cannot report after its consumer breaks off.
 package fp

@@ -84,7 +84,7 @@ func fuzzWorld(t *testing.T, data []byte, startFP, startPC uint64, flags uint16,
 		c.FP = startFP
 	}
 	c.PC = startPC
-	c.Source = Source(1 + (flags>>1)%4)
+	c.Source = [...]Source{SourceUnknown, SourceCaller, SourceTask, SourceRegsPC}[(flags>>1)%4] // the start sources (TestConfigSource has the others)
 	if flags&(1<<3) != 0 {
 		c.TaskPtRegs = fuzzBase + uint64(byteAt(20))*8*4%fuzzSize
 	}
@@ -197,6 +197,13 @@ func FuzzWalk(f *testing.F) {
 			}
 			if end != r1.end || (err == nil) != (r1.err == "") {
 				t.Fatalf("Save skip %d: end %v err %v, Walk %v %q", skip, end, err, r1.end, r1.err)
+			}
+			// An exact fit: in reliable mode never a success.
+			if len(want) > 0 {
+				n, end, err = SaveEnd(c1, store[:len(want)], skip)
+				if !slices.Equal(store[:n], want) || c1.Reliable && (err == nil || end == EndFinal) {
+					t.Fatalf("Save skip %d exact fit (reliable %v): %x %v %v, Walk %v %q", skip, c1.Reliable, store[:n], end, err, r1.end, r1.err)
+				}
 			}
 		}
 	})

@@ -1,7 +1,6 @@
 package fp
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/unwindkit/unwindkit/internal/errs"
@@ -98,9 +97,11 @@ type CorruptError = errs.CorruptError
 
 // ErrUnreliable is returned (wrapped, with the address) by a reliable walk
 // that meets something a reliable trace may not contain: an exception
-// boundary, an unrecovered return trampoline, or an end other than FINAL.
-// It is not corruption: the same stack walks fine without Config.Reliable.
-var ErrUnreliable = errors.New("fp: unreliable stack trace")
+// boundary, an unrecovered return trampoline, an end other than FINAL, or
+// a consumer that stopped the walk (a full store included, see [Save]).
+// It is not corruption: the same stack walks fine without
+// [Config.Reliable]. It is the same value in every unwindkit package.
+var ErrUnreliable = errs.ErrUnreliable
 
 func unreliable(addr uint64, format string, args ...any) error {
 	return fmt.Errorf("%w: %s at %#x", ErrUnreliable, fmt.Sprintf(format, args...), addr)

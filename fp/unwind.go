@@ -28,8 +28,14 @@ type Config struct {
 	// thread_saved_fp and thread_saved_pc, from a pt_regs its regs[29]
 	// and pc.
 	FP, PC uint64
-	// Source is the first frame's source: SourceCaller (the default when
-	// zero), SourceTask or SourceRegsPC.
+	// Source is the first frame's source, which says what FP and PC are.
+	// The valid start sources are: the zero value [SourceUnknown], which
+	// means [SourceCaller]; [SourceCaller] (the current task, FP and PC
+	// of the unwinder's caller); [SourceTask] (a blocked task,
+	// thread_saved_fp and thread_saved_pc); and [SourceRegsPC] (a
+	// pt_regs' regs[29] and pc, kunwind_init_from_regs). [SourceFrame] is
+	// the provenance of a frame record's lr, not a start: it and any
+	// other value make the walk fail before its first frame.
 	Source Source
 	// Layout says which bits of a return address are PAC (the zero Layout
 	// has none).
@@ -52,8 +58,13 @@ type Config struct {
 	// the same layout; 0 means none, so a trampoline lr is corruption.
 	KretprobeStack uint64
 	// Reliable gives arch_stack_walk_reliable's behaviour: the walk fails
-	// with ErrUnreliable at the first exception boundary, at a start from
-	// pt_regs, at an unrecovered trampoline, and at any end but FINAL.
+	// with [ErrUnreliable] at the first exception boundary, at a start
+	// from pt_regs, at an unrecovered trampoline, at any end but FINAL,
+	// and whenever its consumer stops it: a [Walk] callback returning
+	// false, [Unwinder.Stop], or a [Save] store that fills up (even
+	// exactly, as stack_trace_consume_entry reports a full store). Only
+	// [Save], [SaveEnd], [Walk] and [Unwinder] can give the verdict: see
+	// [Frames].
 	Reliable bool
 	// ZeroFPEnds ends the walk successfully (EndZeroFP) when the frame
 	// pointer to follow is 0, as AAPCS64 user-space chains end. The kernel
@@ -164,9 +175,13 @@ func (u *Unwinder) init(c *Config) {
 	u.cfg, u.layout, u.inited = *c, c.Layout, true
 	u.graphIdx, u.krNext = -1, -2
 	u.fp, u.pc = c.FP, c.PC
-	u.source = c.Source
-	if u.source == SourceUnknown {
+	switch u.source = c.Source; u.source {
+	case SourceUnknown:
 		u.source = SourceCaller
+	case SourceCaller, SourceTask, SourceRegsPC:
+	default:
+		u.setErr(fmt.Errorf("fp: Config.Source %v is not a start source (want caller, task or regs-pc)", c.Source))
+		return
 	}
 	if c.Mem == nil {
 		u.setErr(fmt.Errorf("fp: Config.Mem is nil"))
@@ -508,18 +523,24 @@ func (u *Unwinder) Frame() Frame {
 }
 
 // Stop ends the walk early, as a consumer returning false does: End
-// becomes EndStopped unless the walk had already ended.
+// becomes EndStopped unless the walk had already ended. In reliable mode
+// a stopped walk is unreliable (arch_stack_walk_reliable fails when its
+// consumer returns false), so Err then wraps [ErrUnreliable].
 func (u *Unwinder) Stop() {
 	if u.end == EndNone {
 		u.end = EndStopped
+		if u.cfg.Reliable {
+			u.err = unreliable(u.fp, "consumer stopped the walk")
+		}
 	}
 }
 
 // End returns how the walk ended, EndNone while it is still going.
 func (u *Unwinder) End() End { return u.end }
 
-// Err returns the error that ended the walk, or nil. It wraps ErrCorrupt
-// (as a *CorruptError) for corrupt stacks, ErrUnreliable for a reliable
-// walk that met something unreliable, and is a plain error for a bad
-// Config.
+// Err returns the error that ended the walk, or nil. It wraps [ErrCorrupt]
+// (as a *[CorruptError]) for corrupt stacks, [ErrUnreliable] for a
+// reliable walk that met something unreliable or was stopped, and is a
+// plain error for a bad Config. In reliable mode Err is nil only when End
+// is [EndFinal].
 func (u *Unwinder) Err() error { return u.err }

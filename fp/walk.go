@@ -9,7 +9,9 @@ import (
 // returns false (EndStopped), the walk reaches its end (EndFinal,
 // EndZeroFP), or it fails (EndError with the error). Frames reported
 // before a failure stay reported: a failed walk has given the frames it
-// had.
+// had. With [Config.Reliable], a walk fn stopped is unreliable: Walk
+// returns EndStopped and an error wrapping [ErrUnreliable], as
+// arch_stack_walk_reliable fails when its consumer returns false.
 func Walk(c *Config, fn func(Frame) bool) (End, error) {
 	var u Unwinder
 	u.Init(c)
@@ -26,6 +28,14 @@ func Walk(c *Config, fn func(Frame) bool) (End, error) {
 // frame comes with a nil error; a walk that fails ends with one last pair
 // (Frame{}, err). A complete walk and one the consumer breaks off yield no
 // error; use Walk or Unwinder to tell EndFinal from EndZeroFP.
+//
+// With [Config.Reliable], Frames yields an error wrapping [ErrUnreliable]
+// itself whenever the walk breaks a reliability rule before the consumer
+// stops (an exception boundary, an unrecovered trampoline, an end other
+// than FINAL). An iterator cannot report anything after its consumer
+// breaks off, so breaking off yields no verdict at all: a caller that
+// needs one ("this trace is reliable") must use [Save], [SaveEnd], [Walk]
+// or an [Unwinder], which report a stopped reliable walk as unreliable.
 func Frames(c *Config) iter.Seq2[Frame, error] {
 	return func(yield func(Frame, error) bool) {
 		var u Unwinder
@@ -46,6 +56,13 @@ func Frames(c *Config) iter.Seq2[Frame, error] {
 // (stack_trace_save(store, len(store), skip)). It returns the number of
 // addresses stored. A full store is not an error: the count is then
 // len(store). A failed walk returns the addresses it had and the error.
+//
+// With [Config.Reliable] (stack_trace_save_tsk_reliable), Save succeeds
+// only when the walk reached the task's FINAL record and the store never
+// became full: a store that fills up, even exactly with the outermost
+// frame, gives the addresses stored and an error wrapping
+// [ErrUnreliable], because the kernel's consumer stops the reliable walk
+// as soon as the store is full. Leave one spare entry.
 func Save(c *Config, store []uint64, skip int) (int, error) {
 	n, _, err := SaveEnd(c, store, skip)
 	return n, err
@@ -54,7 +71,8 @@ func Save(c *Config, store []uint64, skip int) (int, error) {
 // SaveEnd is Save that also says how the walk ended. When the store fills
 // up, SaveEnd takes one more step: EndFinal (or EndZeroFP) if the trace
 // was complete and fitted exactly, EndStopped if more frames follow or that
-// step fails (a full store is never an error).
+// step fails (a full store is never an error). In reliable mode a full
+// store ends the walk at once: EndStopped with [ErrUnreliable].
 func SaveEnd(c *Config, store []uint64, skip int) (n int, end End, err error) {
 	var u Unwinder // zero: init need not clear it again
 	if c == nil {
@@ -69,6 +87,21 @@ func SaveEnd(c *Config, store []uint64, skip int) (n int, end End, err error) {
 	if st != stepOK {
 		u.finish(st)
 		return 0, u.end, u.err
+	}
+	// Reliable mode follows the kernel's consumer
+	// (stack_trace_consume_entry): it refuses an entry when the store is
+	// already full, and it says "stop" after storing the entry that fills
+	// the store; arch_stack_walk_reliable fails on either. So the loop
+	// stores into all but the last entry; a frame that does not fit
+	// there goes into the last entry and fails the walk.
+	reliable := u.cfg.Reliable
+	all := store
+	if reliable {
+		if len(store) == 0 {
+			u.Stop()
+			return 0, u.end, u.err
+		}
+		store = store[:len(store)-1]
 	}
 	// The PAC masks of both halves, so the loop strips with two
 	// instructions instead of copying the Layout for each Strip call. This
@@ -86,8 +119,14 @@ func SaveEnd(c *Config, store []uint64, skip int) (n int, end End, err error) {
 		if skip > 0 {
 			skip--
 		} else {
-			if n == len(store) {
-				return n, EndStopped, nil // a frame that does not fit
+			if n == len(store) { // a frame that does not fit
+				if reliable {
+					all[n] = pc
+					u.fp = fp
+					u.Stop()
+					return n + 1, u.end, u.err
+				}
+				return n, EndStopped, nil
 			}
 			store[n] = pc
 			n++
@@ -123,7 +162,7 @@ func SaveEnd(c *Config, store []uint64, skip int) (n int, end End, err error) {
 		fp, pc = u.fp, u.pc
 		low, high, base, words = cur.low, cur.high, cur.base, cur.words
 	}
-	if st == stepFail && n == len(store) && n > 0 {
+	if st == stepFail && n == len(store) && n > 0 && !reliable {
 		// The step after the last stored frame failed: the store is
 		// full, so that is not the caller's error.
 		return n, EndStopped, nil

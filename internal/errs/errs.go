@@ -30,6 +30,13 @@ var ErrNotSupported error = notSupported{}
 // wrong and where.
 var ErrCorrupt = errors.New("unwindkit: corrupt state")
 
+// ErrUnreliable reports that a reliable walk (arch_stack_walk_reliable)
+// cannot vouch for its trace: it met an exception boundary, an unrecovered
+// return trampoline, an end other than the task's final frame record, or
+// its consumer stopped it (a full store included). It is not corruption:
+// the same stack walks fine without reliable mode.
+var ErrUnreliable = errors.New("unwindkit: unreliable stack trace")
+
 // CorruptError describes one piece of corruption: the rule that was broken,
 // the address where it was found, and optional detail.
 type CorruptError struct {
