@@ -21,7 +21,21 @@
 //
 // The walk reads memory only inside the accessible stacks listed in the
 // Config (plus the function-graph and kretprobe return stacks, when
-// enabled), each [Low, High) of a mem.Memory.
+// enabled).
+//
+// # Memory
+//
+// The memory is plain data the caller owns: each Stack carries its bytes
+// (Stack.Data, High-Low bytes, little-endian words, byte 0 at Low), and
+// the return stacks theirs (Config.GraphStackData,
+// Config.KretprobeStackData). Bytes read from a crash dump, an ELF core
+// file or a debugger are walked by slicing each stack out of them; there
+// is no interface to implement and no call per word, and the walk reads
+// them with bounds-checked plain loads, so they must not change during a
+// walk. unwindkit's own machine model, whose CPUs write their stacks while
+// other goroutines unwind them, attaches its memory through a path
+// internal to the module and is read with atomic loads; both kinds of
+// memory give the same walk (the tests run every model walk both ways).
 //
 // # Termination
 //

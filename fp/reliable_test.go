@@ -153,7 +153,7 @@ func TestConfigSource(t *testing.T) {
 	} {
 		c := m.config(s, pc(0))
 		c.Source = tc.src
-		frames, end, err := walkAll(c)
+		frames, end, err := walkAll(t, c)
 		store := make([]uint64, 8)
 		n, serr := Save(c, store, 0)
 		if !tc.ok {

@@ -135,14 +135,27 @@ func (k StackKind) String() string {
 }
 
 // Stack is one stack [Low, High) that the walk may read (struct
-// stack_info). A Stack with Low == 0 is inaccessible and ignored, as the
-// kernel's stackinfo_get_unknown() is, so a driver can pass a zero Stack
-// for a per-CPU stack it may not touch.
+// stack_info), with its contents. A Stack with Low == 0 is inaccessible and
+// ignored, as the kernel's stackinfo_get_unknown() is, so a driver can pass
+// a zero Stack for a per-CPU stack it may not touch.
 type Stack struct {
+	// Kind is the kind of stack, reported in each [Frame.Stack].
 	Kind StackKind
-	Low  uint64 // lowest address, 8-byte aligned
-	High uint64 // exclusive top, 8-byte aligned
-	Name string // for error messages, e.g. "cpu0 irq"
+	// Low is the lowest address, 8-byte aligned.
+	Low uint64
+	// High is the exclusive top, 8-byte aligned.
+	High uint64
+	// Name names the stack in error messages, e.g. "cpu0 irq".
+	Name string
+	// Data is the stack's memory as the caller holds it: High-Low bytes,
+	// Data[0] being the byte at Low, each 8-byte word little-endian (as
+	// arm64 stores it). The walk only reads Data, with plain loads, so
+	// Data must not change while a walk runs; any number of walks may
+	// share it. This is how memory from a dump, a core file or a
+	// debugger is walked: slice each stack out of the bytes read.
+	// Data may be nil only for a Stack of unwindkit's machine model,
+	// whose stacks are read from the model's own memory.
+	Data []byte
 }
 
 // Source says where a frame's PC came from (enum kunwind_source).

@@ -1,6 +1,7 @@
 package fp
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 
@@ -9,19 +10,29 @@ import (
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
 
-// Config is the input of a walk: the memory, the accessible stacks, where
-// to start, and which return-address rewriting is live. A Config is only
-// read, so one Config may drive any number of concurrent walks.
+// Config is the input of a walk: the accessible stacks with their memory,
+// where to start, and which return-address rewriting is live. A Config is
+// only read, so one Config may drive any number of concurrent walks.
+//
+// The memory is the caller's: each [Stack] carries its bytes in
+// [Stack.Data], and the return stacks theirs in [Config.GraphStackData]
+// and [Config.KretprobeStackData]. The walk reads that memory with plain
+// loads, bounds-checked against the slices, never outside them. (The
+// machine model of package unwind builds Configs over its own memory,
+// which a running CPU may be writing; those are read with atomic loads
+// through a path internal to this module.)
 type Config struct {
-	// Mem holds the stacks and the return stacks.
-	Mem *mem.Memory
+	// mem, set only by the machine model (see attach in mem.go), is the
+	// model's memory: stacks and return stacks without Data are read
+	// from it with atomic loads.
+	mem *mem.Memory
+
 	// Stacks are the accessible stacks (kunwind_stack_walk's stacks[]):
 	// the task stack, and for the current task in a non-preemptible
 	// context the per-CPU IRQ, overflow and SDEI stacks, plus any extra
-	// stacks. They must not overlap and Low and High must be 8-byte
-	// aligned (checked when the walk starts); each must lie inside one
-	// region of Mem (checked when the walk first looks inside it). Stacks
-	// with Low == 0 are ignored.
+	// stacks. They must not overlap, Low and High must be 8-byte aligned
+	// and each Data must hold exactly High-Low bytes (checked when the
+	// walk starts). Stacks with Low == 0 are ignored.
 	Stacks []Stack
 	// FP and PC are where the walk starts: for the current task the
 	// caller's frame pointer and return address, for a blocked task
@@ -48,15 +59,24 @@ type Config struct {
 	// (return_to_handler); 0 disables graph recovery.
 	GraphTrampoline uint64
 	// GraphStack is the address of the task's graph return stack (see
-	// RetStackEntriesOff); 0 means the task has none (task->ret_stack is
-	// NULL), and a trampoline lr is then left as it is, as the kernel does.
+	// [RetStackEntriesOff]); 0 means the task has none (task->ret_stack
+	// is NULL), and a trampoline lr is then left as it is, as the kernel
+	// does.
 	GraphStack uint64
+	// GraphStackData is the memory of the graph return stack: byte 0 is
+	// the byte at GraphStack (the little-endian entry count), the
+	// entries follow. A count that needs more bytes than GraphStackData
+	// holds is corruption. Read-only during a walk, like [Stack.Data].
+	GraphStackData []byte
 	// KretprobeTrampoline is the kretprobe trampoline; 0 disables
 	// kretprobe recovery.
 	KretprobeTrampoline uint64
 	// KretprobeStack is the address of the task's kretprobe instances in
 	// the same layout; 0 means none, so a trampoline lr is corruption.
 	KretprobeStack uint64
+	// KretprobeStackData is the memory of the kretprobe instances, byte 0
+	// at KretprobeStack, as [Config.GraphStackData].
+	KretprobeStackData []byte
 	// Reliable gives arch_stack_walk_reliable's behaviour: the walk fails
 	// with [ErrUnreliable] at the first exception boundary, at a start
 	// from pt_regs, at an unrecovered trampoline, at any end but FINAL,
@@ -78,9 +98,13 @@ type Config struct {
 type stackInfo struct {
 	low, high uint64 // accessible part; low == 0: inaccessible (left or never there)
 	base, top uint64 // the stack as configured, for error messages
-	words     []uint64
-	kind      StackKind
-	idx       int32 // index in Config.Stacks
+	// The stack's memory, exactly [base, top): the caller's bytes
+	// (Stack.Data), or once resolved the model's words. Exactly one is
+	// non-nil for a stack the walk has looked inside.
+	data  []byte
+	words []uint64
+	kind  StackKind
+	idx   int32 // index in Config.Stacks
 }
 
 // onStack reports whether the size bytes at sp lie inside s
@@ -89,12 +113,15 @@ func (s *stackInfo) onStack(sp, size uint64) bool {
 	return s.low != 0 && sp >= s.low && sp+size >= sp && sp+size <= s.high
 }
 
-// load reads the word at addr, which onStack has placed inside s. The words
-// slice covers exactly [base, top): a read outside the stack is impossible
-// (Go's bounds check would catch a bug here, and the fuzz test would see
-// it as a panic).
+// load reads the word at addr, which onStack has placed inside s. The data
+// and words slices cover exactly [base, top): a read outside the stack is
+// impossible (Go's bounds check would catch a bug here, and the fuzz test
+// would see it as a panic).
 func (s *stackInfo) load(addr uint64) uint64 {
-	return atomic.LoadUint64(&s.words[(addr-s.base)/8])
+	if s.words != nil {
+		return atomic.LoadUint64(&s.words[(addr-s.base)/8])
+	}
+	return binary.LittleEndian.Uint64(s.data[addr-s.base:])
 }
 
 // status is the result of one step.
@@ -158,8 +185,9 @@ type Unwinder struct {
 }
 
 // Init prepares u for a walk of c, which must not change until the walk
-// ends. A bad Config (nil, no Mem, overlapping or misaligned stacks) is
-// reported by the first Next returning false and Err.
+// ends. A bad Config (nil, a stack without the right Data, overlapping or
+// misaligned stacks, an invalid Source) is reported by the first Next
+// returning false and Err.
 func (u *Unwinder) Init(c *Config) {
 	if c == nil {
 		*u = Unwinder{}
@@ -183,10 +211,6 @@ func (u *Unwinder) init(c *Config) {
 		u.setErr(fmt.Errorf("fp: Config.Source %v is not a start source (want caller, task or regs-pc)", c.Source))
 		return
 	}
-	if c.Mem == nil {
-		u.setErr(fmt.Errorf("fp: Config.Mem is nil"))
-		return
-	}
 	if len(c.Stacks) > len(u.buf) {
 		u.extra = make([]stackInfo, 0, len(c.Stacks))
 	}
@@ -199,6 +223,14 @@ func (u *Unwinder) init(c *Config) {
 			u.setErr(fmt.Errorf("fp: stack %d %q: [%#x, %#x) is empty or not 8-byte aligned", i, s.Name, s.Low, s.High))
 			return
 		}
+		if s.Data == nil && c.mem == nil {
+			u.setErr(fmt.Errorf("fp: stack %d %q [%#x, %#x) has no Data", i, s.Name, s.Low, s.High))
+			return
+		}
+		if s.Data != nil && uint64(len(s.Data)) != s.High-s.Low {
+			u.setErr(fmt.Errorf("fp: stack %d %q [%#x, %#x): Data holds %#x bytes, want %#x", i, s.Name, s.Low, s.High, len(s.Data), s.High-s.Low))
+			return
+		}
 		stacks := u.list()
 		for j := range stacks {
 			o := &stacks[j]
@@ -207,7 +239,7 @@ func (u *Unwinder) init(c *Config) {
 				return
 			}
 		}
-		si := stackInfo{low: s.Low, high: s.High, base: s.Low, top: s.High, kind: s.Kind, idx: int32(i)}
+		si := stackInfo{low: s.Low, high: s.High, base: s.Low, top: s.High, data: s.Data, kind: s.Kind, idx: int32(i)}
 		if u.extra != nil {
 			u.extra = append(u.extra, si)
 		} else {
@@ -240,7 +272,7 @@ func (u *Unwinder) fail(err error) status {
 // looks inside s. Doing it lazily keeps Init cheap for stacks never
 // visited.
 func (u *Unwinder) resolve(s *stackInfo) bool {
-	r := u.cfg.Mem.Find(s.base)
+	r := u.cfg.mem.Find(s.base) // init made sure mem != nil for a stack without data
 	if r == nil || !r.Contains(s.base, s.top-s.base) {
 		u.err = fmt.Errorf("fp: stack %q [%#x, %#x) is not inside one memory region", u.cfg.Stacks[s.idx].Name, s.base, s.top)
 		return false
@@ -262,7 +294,7 @@ func (u *Unwinder) findStack(sp, size uint64) *stackInfo {
 	for i := range stacks {
 		s := &stacks[i]
 		if s.onStack(sp, size) {
-			if s.words == nil && !u.resolve(s) {
+			if s.data == nil && s.words == nil && !u.resolve(s) {
 				return nil
 			}
 			return s

@@ -1,6 +1,7 @@
 package fp
 
 import (
+	"encoding/binary"
 	"iter"
 	"sync/atomic"
 )
@@ -113,7 +114,7 @@ func SaveEnd(c *Config, store []uint64, skip int) (n int, end End, err error) {
 	// only around the general step.
 	fp, pc := u.fp, u.pc
 	cur := &u.cur
-	low, high, base, words := cur.low, cur.high, cur.base, cur.words
+	low, high, base, words, data := cur.low, cur.high, cur.base, cur.words, cur.data
 	for {
 		// Emit the current frame, after exactly skip frames.
 		if skip > 0 {
@@ -143,9 +144,18 @@ func SaveEnd(c *Config, store []uint64, skip int) (n int, end End, err error) {
 		// Anything else (a new stack, a meta record, a trampoline, an
 		// error) takes the general step, u.next.
 		if fp&7 == 0 && low != 0 && fp >= low && fp <= high-FrameRecordSize {
-			i := (fp - base) / 8
-			w := words[i : i+2 : i+2]
-			newFP, raw := atomic.LoadUint64(&w[0]), atomic.LoadUint64(&w[1])
+			// The current stack's memory is the model's words (atomic
+			// loads) or the caller's bytes (plain loads).
+			var newFP, raw uint64
+			if words != nil {
+				i := (fp - base) / 8
+				w := words[i : i+2 : i+2]
+				newFP, raw = atomic.LoadUint64(&w[0]), atomic.LoadUint64(&w[1])
+			} else {
+				o := fp - base
+				d := data[o : o+16 : o+16]
+				newFP, raw = binary.LittleEndian.Uint64(d[:8]), binary.LittleEndian.Uint64(d[8:])
+			}
 			b := raw >> 55 & 1
 			m := masks[b]
 			spc := raw&^m | m&-b
@@ -160,7 +170,7 @@ func SaveEnd(c *Config, store []uint64, skip int) (n int, end End, err error) {
 			break
 		}
 		fp, pc = u.fp, u.pc
-		low, high, base, words = cur.low, cur.high, cur.base, cur.words
+		low, high, base, words, data = cur.low, cur.high, cur.base, cur.words, cur.data
 	}
 	if st == stepFail && n == len(store) && n > 0 && !reliable {
 		// The step after the last stored frame failed: the store is

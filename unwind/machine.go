@@ -132,6 +132,10 @@ type Machine struct {
 	sym  *Symbolizer
 	scs  *scs.Model // nil when the shadow call stack is off
 	cpus []*CPU
+	// fpMem is an fp.Config holding only the model's memory (attached
+	// once with mem.AttachFP): every FP Config of the model starts as a
+	// copy of it, so attaching costs no escape per unwind.
+	fpMem fp.Config
 
 	mu    sync.Mutex // tasks, Switch, the allocator
 	tasks []*Task
@@ -247,6 +251,7 @@ func NewMachine(cfg Config) (*Machine, error) {
 		cfg.SCSSize = 4096
 	}
 	m := &Machine{cfg: cfg, mem: &mem.Memory{}, next: vmBase}
+	mem.AttachFP(&m.fpMem, m.mem)
 	if err := m.buildText(); err != nil {
 		return nil, err
 	}

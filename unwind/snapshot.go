@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/internal/mem"
 	"github.com/unwindkit/unwindkit/internal/snapshot"
 	"github.com/unwindkit/unwindkit/ptrauth"
 	"github.com/unwindkit/unwindkit/scs"
@@ -131,7 +132,6 @@ func (s *Snapshot) Source(method Method) (*Source, error) {
 		src.scs = scs.NewSnapshotView(r, s.SCSBase, s.Regs.X18, s.Layout)
 	case MethodFP:
 		c := fp.Config{
-			Mem:        s.s.Memory,
 			FP:         s.Regs.X29,
 			PC:         s.Regs.PC,
 			Layout:     s.Layout,
@@ -145,6 +145,7 @@ func (s *Snapshot) Source(method Method) (*Source, error) {
 			c.Stacks = append(c.Stacks, fp.Stack{Kind: kind, Low: r.Base, High: r.End(), Name: r.Name})
 		}
 		src.fp = c
+		mem.AttachFP(&src.fp, s.s.Memory) // src is on the heap already
 	default:
 		return nil, fmt.Errorf("unwind: unknown method %v", method)
 	}

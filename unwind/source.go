@@ -269,20 +269,14 @@ func (c *CPU) sourceInto(src *Source, p *pubState, method Method, opts SaveOptio
 			return fmt.Errorf("unwind: frame-pointer walk: %w", ErrNotSupported)
 		}
 		t := p.task
-		src.fp = fp.Config{
-			Mem:    m.mem,
-			Stacks: p.stacks,
-			// Start from the running function's pc and x29
-			// (kunwind_init_from_regs-like); its own pc is then
-			// dropped, so the first frame is its caller's, as for an
-			// unwinder inlined in it.
-			FP:         p.x29,
-			PC:         p.pc,
-			Source:     fp.SourceCaller,
-			Layout:     m.cfg.Layout,
-			TaskPtRegs: t.ptRegs,
-			Reliable:   opts.Reliable,
-		}
+		src.fp = m.fpMem // the model's memory, read atomically
+		src.fp.Stacks = p.stacks
+		// Start from the running function's pc and x29
+		// (kunwind_init_from_regs-like); its own pc is then dropped, so
+		// the first frame is its caller's, as for an unwinder inlined in
+		// it.
+		src.fp.FP, src.fp.PC, src.fp.Source = p.x29, p.pc, fp.SourceCaller
+		src.fp.Layout, src.fp.TaskPtRegs, src.fp.Reliable = m.cfg.Layout, t.ptRegs, opts.Reliable
 		if m.cfg.FGraph {
 			src.fp.GraphTrampoline = m.graphTramp
 			src.fp.GraphStack = t.graph.region.Base

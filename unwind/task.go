@@ -50,15 +50,10 @@ func (t *Task) Source(method Method) (*Source, error) {
 			return nil, fmt.Errorf("unwind: frame-pointer walk: %w", ErrNotSupported)
 		}
 		ctx := t.ctx
-		src.fp = fp.Config{
-			Mem:        m.mem,
-			Stacks:     []fp.Stack{{Kind: fp.Task, Low: t.stack.Base, High: t.stack.End(), Name: t.Name}},
-			FP:         ctx.x29,
-			PC:         ctx.top().pc,
-			Source:     fp.SourceTask,
-			Layout:     m.cfg.Layout,
-			TaskPtRegs: t.ptRegs,
-		}
+		src.fp = m.fpMem // the model's memory, read atomically
+		src.fp.Stacks = []fp.Stack{{Kind: fp.Task, Low: t.stack.Base, High: t.stack.End(), Name: t.Name}}
+		src.fp.FP, src.fp.PC, src.fp.Source = ctx.x29, ctx.top().pc, fp.SourceTask
+		src.fp.Layout, src.fp.TaskPtRegs = m.cfg.Layout, t.ptRegs
 		if m.cfg.FGraph {
 			src.fp.GraphTrampoline, src.fp.GraphStack = m.graphTramp, t.graph.region.Base
 		}
