@@ -562,7 +562,7 @@ func fetch[T ~uint64 | ~uintptr](d *Depot, h Handle, dst []T) ([]T, error) {
 	}
 	n := int(st >> stSizeShift & stSizeMask)
 	if off+hdrWords+n > poolWords {
-		return dst, errs.Corruptf("record overruns its pool", uint64(h), "%d frames at word %d", n, off)
+		return dst, errs.Corruptf(errs.RuleRecordOverrunsPool, uint64(h), "%d frames at word %d", n, off)
 	}
 	base := len(dst)
 	if cap(dst)-base < n {

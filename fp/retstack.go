@@ -64,7 +64,7 @@ func (u *Unwinder) retEntry(a uint64, data []byte, i int) (ret, fp uint64) {
 func (u *Unwinder) graphRetAddr() (uint64, status) {
 	a, data := u.cfg.GraphStack, u.cfg.GraphStackData
 	if u.graphIdx < 0 {
-		n, st := u.retStack(a, data, "unrecoverable graph return")
+		n, st := u.retStack(a, data, RuleUnrecoverableGraphReturn)
 		if st != stepOK {
 			return 0, st
 		}
@@ -77,7 +77,7 @@ func (u *Unwinder) graphRetAddr() (uint64, status) {
 			return ret, stepOK
 		}
 	}
-	return 0, u.fail(errs.Corruptf("unrecoverable graph return", u.fp,
+	return 0, u.fail(errs.Corruptf(RuleUnrecoverableGraphReturn, u.fp,
 		"no graph return stack entry for fp %#x below index %d of %d", u.fp, u.graphIdx, u.graphN))
 }
 
@@ -89,10 +89,10 @@ func (u *Unwinder) graphRetAddr() (uint64, status) {
 func (u *Unwinder) kretprobeRetAddr() (uint64, status) {
 	a, data := u.cfg.KretprobeStack, u.cfg.KretprobeStackData
 	if a == 0 {
-		return 0, u.fail(errs.Corruptf("unrecoverable kretprobe return", u.fp, "task has no kretprobe instances"))
+		return 0, u.fail(errs.Corruptf(RuleUnrecoverableKretprobeReturn, u.fp, "task has no kretprobe instances"))
 	}
 	if u.krNext == -2 {
-		n, st := u.retStack(a, data, "unrecoverable kretprobe return")
+		n, st := u.retStack(a, data, RuleUnrecoverableKretprobeReturn)
 		if st != stepOK {
 			return 0, st
 		}
@@ -108,5 +108,5 @@ func (u *Unwinder) kretprobeRetAddr() (uint64, status) {
 			return ret, stepOK
 		}
 	}
-	return 0, u.fail(errs.Corruptf("unrecoverable kretprobe return", u.fp, "no kretprobe instance for fp %#x", u.fp))
+	return 0, u.fail(errs.Corruptf(RuleUnrecoverableKretprobeReturn, u.fp, "no kretprobe instance for fp %#x", u.fp))
 }

@@ -1,10 +1,6 @@
 package fp
 
-import (
-	"fmt"
-
-	"github.com/unwindkit/unwindkit/internal/errs"
-)
+import "fmt"
 
 // Layout of the objects the unwinder reads, in bytes (arm64 Linux).
 const (
@@ -87,25 +83,6 @@ const (
 // TaskPtRegsAddr returns task_pt_regs for a task stack whose exclusive top
 // is high: the pt_regs that hold the FINAL meta record.
 func TaskPtRegsAddr(high uint64) uint64 { return high - PtRegsSize }
-
-// ErrCorrupt is errs.ErrCorrupt: every corruption error from this package
-// wraps it in a *CorruptError naming the rule and the address.
-var ErrCorrupt = errs.ErrCorrupt
-
-// CorruptError is errs.CorruptError.
-type CorruptError = errs.CorruptError
-
-// ErrUnreliable is returned (wrapped, with the address) by a reliable walk
-// that meets something a reliable trace may not contain: an exception
-// boundary, an unrecovered return trampoline, an end other than FINAL, or
-// a consumer that stopped the walk (a full store included, see [Save]).
-// It is not corruption: the same stack walks fine without
-// [Config.Reliable]. It is the same value in every unwindkit package.
-var ErrUnreliable = errs.ErrUnreliable
-
-func unreliable(addr uint64, format string, args ...any) error {
-	return fmt.Errorf("%w: %s at %#x", ErrUnreliable, fmt.Sprintf(format, args...), addr)
-}
 
 // StackKind is the kind of a stack (enum stack_type).
 type StackKind uint8

@@ -337,10 +337,10 @@ func (u *Unwinder) outside(rule, what string, sp, size uint64) error {
 	}
 	if u.cur.low != 0 && sp >= u.cur.base && sp < u.cur.top {
 		if sp < u.cur.low {
-			return errs.Corruptf("fp not increasing", sp, "%s at %#x is below %#x, the end of the last object consumed on stack %q",
+			return errs.Corruptf(RuleFPNotIncreasing, sp, "%s at %#x is below %#x, the end of the last object consumed on stack %q",
 				what, sp, u.cur.low, u.stackName(&u.cur))
 		}
-		return errs.Corruptf("object crosses stack end", sp, "%d-byte %s at %#x does not fit below %#x, the top of stack %q",
+		return errs.Corruptf(RuleObjectCrossesStackEnd, sp, "%d-byte %s at %#x does not fit below %#x, the top of stack %q",
 			size, what, sp, u.cur.top, u.stackName(&u.cur))
 	}
 	stacks := u.list()
@@ -350,9 +350,9 @@ func (u *Unwinder) outside(rule, what string, sp, size uint64) error {
 			continue
 		}
 		if s.low == 0 {
-			return errs.Corruptf("stack re-entered", sp, "%s at %#x is on stack %q, which the walk has left", what, sp, u.stackName(s))
+			return errs.Corruptf(RuleStackReentered, sp, "%s at %#x is on stack %q, which the walk has left", what, sp, u.stackName(s))
 		}
-		return errs.Corruptf("object crosses stack end", sp, "%d-byte %s at %#x does not fit below %#x, the top of stack %q",
+		return errs.Corruptf(RuleObjectCrossesStackEnd, sp, "%d-byte %s at %#x does not fit below %#x, the top of stack %q",
 			size, what, sp, s.top, u.stackName(s))
 	}
 	return errs.Corruptf(rule, sp, "%s at %#x is in no accessible stack", what, sp)
@@ -364,7 +364,7 @@ func (u *Unwinder) nextFrameRecord() status {
 	fp := u.fp
 	// Rule: fp is 8-byte aligned.
 	if fp&7 != 0 {
-		return u.fail(errs.Corrupt("misaligned fp", fp))
+		return u.fail(errs.Corrupt(RuleMisalignedFP, fp))
 	}
 	// Rule: the 16-byte record lies inside an accessible stack, above
 	// everything already consumed on it.
@@ -373,7 +373,7 @@ func (u *Unwinder) nextFrameRecord() status {
 		if fp == 0 && u.cfg.ZeroFPEnds && u.err == nil {
 			return stepZeroFP
 		}
-		return u.fail(u.outside("fp outside stacks", "frame record", fp, FrameRecordSize))
+		return u.fail(u.outside(RuleFPOutsideStacks, "frame record", fp, FrameRecordSize))
 	}
 	newFP := s.load(fp)
 	newPC := s.load(fp + 8)
@@ -394,7 +394,7 @@ func (u *Unwinder) nextFrameRecordMeta() status {
 	// Rule: the whole 24-byte meta record lies inside an accessible stack.
 	s := u.findStack(fp, MetaRecordSize)
 	if s == nil {
-		return u.fail(u.outside("meta record outside stacks", "meta record", fp, MetaRecordSize))
+		return u.fail(u.outside(RuleMetaRecordOutsideStacks, "meta record", fp, MetaRecordSize))
 	}
 	switch typ := s.load(fp + MetaTypeOff); typ {
 	case MetaFinal:
@@ -403,12 +403,12 @@ func (u *Unwinder) nextFrameRecordMeta() status {
 		if t := u.cfg.TaskPtRegs; t != 0 && fp == t+PtRegsStackFrameOff {
 			return stepFinal
 		}
-		return u.fail(errs.Corruptf("final record not at task pt_regs", fp, "task pt_regs stackframe is at %#x", u.cfg.TaskPtRegs+PtRegsStackFrameOff))
+		return u.fail(errs.Corruptf(RuleFinalNotAtTaskPtRegs, fp, "task pt_regs stackframe is at %#x", u.cfg.TaskPtRegs+PtRegsStackFrameOff))
 	case MetaPtRegs:
 		return u.nextRegsPC()
 	default:
 		// Rule: every other type (including MetaNone) is corruption.
-		return u.fail(errs.Corruptf("bad meta record type", fp, "type %#x", typ))
+		return u.fail(errs.Corruptf(RuleBadMetaType, fp, "type %#x", typ))
 	}
 }
 
@@ -420,14 +420,14 @@ func (u *Unwinder) nextRegsPC() status {
 	// The pt_regs start PtRegsStackFrameOff below the meta record; an fp
 	// too small to have them is outside every stack (no wrap-around).
 	if fp < PtRegsStackFrameOff {
-		return u.fail(errs.Corruptf("pt_regs outside stacks", fp, "meta record at %#x has no room for pt_regs below it", fp))
+		return u.fail(errs.Corruptf(RulePtRegsOutsideStacks, fp, "meta record at %#x has no room for pt_regs below it", fp))
 	}
 	regs := fp - PtRegsStackFrameOff
 	// Rule: the whole pt_regs lie inside an accessible stack, above
 	// everything already consumed on it.
 	s := u.findStack(regs, PtRegsSize)
 	if s == nil {
-		return u.fail(u.outside("pt_regs outside stacks", "pt_regs", regs, PtRegsSize))
+		return u.fail(u.outside(RulePtRegsOutsideStacks, "pt_regs", regs, PtRegsSize))
 	}
 	pc := s.load(regs + PtRegsPCOff)
 	x29 := s.load(regs + PtRegsX29Off)

@@ -31,9 +31,6 @@ var (
 	ErrBusy = errors.New("unwind: CPU state kept changing during the unwind")
 )
 
-// CorruptError describes corrupt state: the rule, the address, detail.
-type CorruptError = errs.CorruptError
-
 // Method selects an unwinding technique.
 type Method uint8
 
