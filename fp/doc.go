@@ -30,12 +30,15 @@
 // the return stacks theirs (Config.GraphStackData,
 // Config.KretprobeStackData). Bytes read from a crash dump, an ELF core
 // file or a debugger are walked by slicing each stack out of them; there
-// is no interface to implement and no call per word, and the walk reads
-// them with bounds-checked plain loads, so they must not change during a
-// walk. unwindkit's own machine model, whose CPUs write their stacks while
-// other goroutines unwind them, attaches its memory through a path
-// internal to the module and is read with atomic loads; both kinds of
-// memory give the same walk (the tests run every model walk both ways).
+// is no interface to implement and no call per word. The walk views each
+// stack's bytes as words (in place when they are 8-byte aligned, as any
+// make([]byte) is; else from a copy made when it enters the stack), so
+// the hot loop is the same as for the model's memory, and the bytes must
+// not change during a walk. unwindkit's own machine model, whose CPUs
+// write their stacks while other goroutines unwind them, attaches its
+// memory through a path internal to the module and is read with atomic
+// loads; both kinds of memory give the same walk (the tests run every
+// model walk both ways).
 //
 // # Termination
 //

@@ -28,6 +28,33 @@ func buildTask() (fp.Stack, uint64) {
 	return task, x29
 }
 
+// Walking memory the caller owns: a dump holds one segment of bytes at a
+// known address; each stack is a slice of it. Here the segment holds a
+// task stack whose three frame records end at the FINAL record in the
+// task's pt_regs.
+func Example() {
+	task, x29 := buildTask()
+	segment := task.Data // e.g. a PT_LOAD segment of a core file at task.Low
+	cfg := &fp.Config{
+		Stacks:     []fp.Stack{{Kind: fp.Task, Low: task.Low, High: task.High, Data: segment}},
+		FP:         x29,
+		PC:         0xffff800080004000,
+		TaskPtRegs: fp.TaskPtRegsAddr(task.High),
+	}
+	store := make([]uint64, 16)
+	n, end, err := fp.SaveEnd(cfg, store, 0)
+	fmt.Printf("%d frames, %v, %v\n", n, end, err)
+	for _, pc := range store[:n] {
+		fmt.Printf("%#x\n", pc)
+	}
+	// Output:
+	// 4 frames, final, <nil>
+	// 0xffff800080004000
+	// 0xffff80008000300c
+	// 0xffff800080002008
+	// 0xffff800080001004
+}
+
 func ExampleWalk() {
 	task, x29 := buildTask()
 	cfg := &fp.Config{

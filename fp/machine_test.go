@@ -170,20 +170,37 @@ func walkFrames(c *Config) ([]Frame, End, error) {
 
 // checkSameWalk fails t unless the walk of d gives frames, end and err
 // (the walk of c), and Save agrees on both.
+// The caller's bytes are walked twice: as given (8-byte aligned, viewed
+// in place) and shifted to an odd address (decoded into a copy).
 func checkSameWalk(t testing.TB, c, d *Config, frames []Frame, end End, err error) {
 	t.Helper()
-	f2, end2, err2 := walkFrames(d)
-	if !slices.Equal(frames, f2) || end != end2 || fmt.Sprint(err) != fmt.Sprint(err2) {
-		t.Fatalf("caller-bytes walk differs from the model-memory walk:\n %x %v %v\n %x %v %v", pcs(frames), end, err, pcs(f2), end2, err2)
-	}
-	for _, size := range []int{len(frames) + 1, max(len(frames)-1, 0)} {
-		s1, s2 := make([]uint64, size), make([]uint64, size)
-		n1, e1, err1 := SaveEnd(c, s1, 0)
-		n2, e2, err2 := SaveEnd(d, s2, 0)
-		if !slices.Equal(s1[:n1], s2[:n2]) || e1 != e2 || fmt.Sprint(err1) != fmt.Sprint(err2) {
-			t.Fatalf("Save into %d: caller bytes %x %v %v, model memory %x %v %v", size, s2[:n2], e2, err2, s1[:n1], e1, err1)
+	for _, d := range []*Config{d, misaligned(d)} {
+		f2, end2, err2 := walkFrames(d)
+		if !slices.Equal(frames, f2) || end != end2 || fmt.Sprint(err) != fmt.Sprint(err2) {
+			t.Fatalf("caller-bytes walk differs from the model-memory walk:\n %x %v %v\n %x %v %v", pcs(frames), end, err, pcs(f2), end2, err2)
+		}
+		for _, size := range []int{len(frames) + 1, max(len(frames)-1, 0)} {
+			s1, s2 := make([]uint64, size), make([]uint64, size)
+			n1, e1, err1 := SaveEnd(c, s1, 0)
+			n2, e2, err2 := SaveEnd(d, s2, 0)
+			if !slices.Equal(s1[:n1], s2[:n2]) || e1 != e2 || fmt.Sprint(err1) != fmt.Sprint(err2) {
+				t.Fatalf("Save into %d: caller bytes %x %v %v, model memory %x %v %v", size, s2[:n2], e2, err2, s1[:n1], e1, err1)
+			}
 		}
 	}
+}
+
+// misaligned returns a copy of d whose stacks' Data start at odd
+// addresses.
+func misaligned(d *Config) *Config {
+	e := *d
+	e.Stacks = slices.Clone(d.Stacks)
+	for i := range e.Stacks {
+		if data := e.Stacks[i].Data; data != nil {
+			e.Stacks[i].Data = append(make([]byte, 1, len(data)+1), data...)[1:]
+		}
+	}
+	return &e
 }
 
 // dataConfig returns a copy of c (a Config over the model's memory) that

@@ -137,12 +137,14 @@ type Stack struct {
 	Name string
 	// Data is the stack's memory as the caller holds it: High-Low bytes,
 	// Data[0] being the byte at Low, each 8-byte word little-endian (as
-	// arm64 stores it). The walk only reads Data, with plain loads, so
-	// Data must not change while a walk runs; any number of walks may
-	// share it. This is how memory from a dump, a core file or a
-	// debugger is walked: slice each stack out of the bytes read.
-	// Data may be nil only for a Stack of unwindkit's machine model,
-	// whose stacks are read from the model's own memory.
+	// arm64 stores it). This is how memory from a dump, a core file or a
+	// debugger is walked: slice each stack out of the bytes read. The
+	// walk only reads Data, so Data must not change while a walk runs;
+	// any number of walks may share it. Data that starts 8-byte aligned
+	// (a slice of a make([]byte) at a multiple of 8) is read in place;
+	// other Data is decoded into a copy when the walk first enters the
+	// stack. Data may be nil only for a Stack of unwindkit's machine
+	// model, whose stacks are read from the model's own memory.
 	Data []byte
 }
 

@@ -1,7 +1,6 @@
 package fp
 
 import (
-	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 
@@ -16,11 +15,11 @@ import (
 //
 // The memory is the caller's: each [Stack] carries its bytes in
 // [Stack.Data], and the return stacks theirs in [Config.GraphStackData]
-// and [Config.KretprobeStackData]. The walk reads that memory with plain
-// loads, bounds-checked against the slices, never outside them. (The
-// machine model of package unwind builds Configs over its own memory,
-// which a running CPU may be writing; those are read with atomic loads
-// through a path internal to this module.)
+// and [Config.KretprobeStackData]. The walk reads that memory only
+// inside the slices, never outside them. (The machine model of package
+// unwind builds Configs over its own memory, which a running CPU may be
+// writing; those are read with atomic loads through a path internal to
+// this module.)
 type Config struct {
 	// mem, set only by the machine model (see attach in mem.go), is the
 	// model's memory: stacks and return stacks without Data are read
@@ -98,10 +97,9 @@ type Config struct {
 type stackInfo struct {
 	low, high uint64 // accessible part; low == 0: inaccessible (left or never there)
 	base, top uint64 // the stack as configured, for error messages
-	// The stack's memory, exactly [base, top): the caller's bytes
-	// (Stack.Data), or once resolved the model's words. Exactly one is
-	// non-nil for a stack the walk has looked inside.
-	data  []byte
+	// words is the stack's memory, exactly [base, top), once the walk
+	// has looked inside it: the model's words, or a view of the caller's
+	// Stack.Data (see wordsOf).
 	words []uint64
 	kind  StackKind
 	idx   int32 // index in Config.Stacks
@@ -113,15 +111,12 @@ func (s *stackInfo) onStack(sp, size uint64) bool {
 	return s.low != 0 && sp >= s.low && sp+size >= sp && sp+size <= s.high
 }
 
-// load reads the word at addr, which onStack has placed inside s. The data
-// and words slices cover exactly [base, top): a read outside the stack is
-// impossible (Go's bounds check would catch a bug here, and the fuzz test
-// would see it as a panic).
+// load reads the word at addr, which onStack has placed inside s. The words
+// slice covers exactly [base, top): a read outside the stack is impossible
+// (Go's bounds check would catch a bug here, and the fuzz test would see
+// it as a panic).
 func (s *stackInfo) load(addr uint64) uint64 {
-	if s.words != nil {
-		return atomic.LoadUint64(&s.words[(addr-s.base)/8])
-	}
-	return binary.LittleEndian.Uint64(s.data[addr-s.base:])
+	return atomic.LoadUint64(&s.words[(addr-s.base)/8])
 }
 
 // status is the result of one step.
@@ -239,7 +234,7 @@ func (u *Unwinder) init(c *Config) {
 				return
 			}
 		}
-		si := stackInfo{low: s.Low, high: s.High, base: s.Low, top: s.High, data: s.Data, kind: s.Kind, idx: int32(i)}
+		si := stackInfo{low: s.Low, high: s.High, base: s.Low, top: s.High, kind: s.Kind, idx: int32(i)}
 		if u.extra != nil {
 			u.extra = append(u.extra, si)
 		} else {
@@ -272,6 +267,10 @@ func (u *Unwinder) fail(err error) status {
 // looks inside s. Doing it lazily keeps Init cheap for stacks never
 // visited.
 func (u *Unwinder) resolve(s *stackInfo) bool {
+	if data := u.cfg.Stacks[s.idx].Data; data != nil {
+		s.words = wordsOf(data) // init checked len(data) == top-base
+		return true
+	}
 	r := u.cfg.mem.Find(s.base) // init made sure mem != nil for a stack without data
 	if r == nil || !r.Contains(s.base, s.top-s.base) {
 		u.err = fmt.Errorf("fp: stack %q [%#x, %#x) is not inside one memory region", u.cfg.Stacks[s.idx].Name, s.base, s.top)
@@ -294,7 +293,7 @@ func (u *Unwinder) findStack(sp, size uint64) *stackInfo {
 	for i := range stacks {
 		s := &stacks[i]
 		if s.onStack(sp, size) {
-			if s.data == nil && s.words == nil && !u.resolve(s) {
+			if s.words == nil && !u.resolve(s) {
 				return nil
 			}
 			return s

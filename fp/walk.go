@@ -1,7 +1,6 @@
 package fp
 
 import (
-	"encoding/binary"
 	"iter"
 	"sync/atomic"
 )
@@ -76,6 +75,46 @@ func Save(c *Config, store []uint64, skip int) (int, error) {
 // store ends the walk at once: EndStopped with [ErrUnreliable].
 func SaveEnd(c *Config, store []uint64, skip int) (n int, end End, err error) {
 	var u Unwinder // zero: init need not clear it again
+	if c != nil && c.Reliable {
+		return u.saveReliable(c, store, skip)
+	}
+	return u.save(c, store, skip)
+}
+
+// saveReliable is SaveEnd in reliable mode, for a zero u. The kernel's
+// consumer (stack_trace_consume_entry) refuses an entry when the store is
+// already full, and it says "stop" after storing the entry that fills the
+// store; arch_stack_walk_reliable fails on either. So the walk stores into
+// all but the last entry; a frame that does not fit there goes into the
+// last entry and fails the walk. (Doing it here keeps the copy loop of
+// save exactly the loop of the unreliable path.)
+func (u *Unwinder) saveReliable(c *Config, store []uint64, skip int) (int, End, error) {
+	limit := len(store) - 1
+	if limit < 0 {
+		limit, skip = 0, 0 // a full store refuses even a frame to skip
+	}
+	n, end, err := u.save(c, store[:limit], skip)
+	if end != EndStopped {
+		return n, end, err
+	}
+	if u.err != nil {
+		// The step after the last frame stored failed: save does not
+		// report that for a full store, but here the store was not.
+		return n, EndError, u.err
+	}
+	// A frame did not fit in store[:limit]; save left it in u.pc.
+	if n < len(store) {
+		store[n] = u.pc
+		n++
+	}
+	u.Stop() // reliable: the walk was stopped, so ErrUnreliable
+	return n, u.end, u.err
+}
+
+// save is SaveEnd for a zero u, with the full-store rule of the unreliable
+// path: a frame that does not fit ends the walk with EndStopped, leaving
+// u.fp and u.pc at that frame and u.end at EndNone.
+func (u *Unwinder) save(c *Config, store []uint64, skip int) (n int, end End, err error) {
 	if c == nil {
 		u.Init(c)
 	} else {
@@ -89,21 +128,6 @@ func SaveEnd(c *Config, store []uint64, skip int) (n int, end End, err error) {
 		u.finish(st)
 		return 0, u.end, u.err
 	}
-	// Reliable mode follows the kernel's consumer
-	// (stack_trace_consume_entry): it refuses an entry when the store is
-	// already full, and it says "stop" after storing the entry that fills
-	// the store; arch_stack_walk_reliable fails on either. So the loop
-	// stores into all but the last entry; a frame that does not fit
-	// there goes into the last entry and fails the walk.
-	reliable := u.cfg.Reliable
-	all := store
-	if reliable {
-		if len(store) == 0 {
-			u.Stop()
-			return 0, u.end, u.err
-		}
-		store = store[:len(store)-1]
-	}
 	// The PAC masks of both halves, so the loop strips with two
 	// instructions instead of copying the Layout for each Strip call. This
 	// is exactly Layout.Strip (XPACI): the field takes copies of bit 55.
@@ -114,20 +138,15 @@ func SaveEnd(c *Config, store []uint64, skip int) (n int, end End, err error) {
 	// only around the general step.
 	fp, pc := u.fp, u.pc
 	cur := &u.cur
-	low, high, base, words, data := cur.low, cur.high, cur.base, cur.words, cur.data
+	low, high, base, words := cur.low, cur.high, cur.base, cur.words
 	for {
 		// Emit the current frame, after exactly skip frames.
 		if skip > 0 {
 			skip--
 		} else {
-			if n == len(store) { // a frame that does not fit
-				if reliable {
-					all[n] = pc
-					u.fp = fp
-					u.Stop()
-					return n + 1, u.end, u.err
-				}
-				return n, EndStopped, nil
+			if n == len(store) {
+				u.fp, u.pc = fp, pc
+				return n, EndStopped, nil // a frame that does not fit
 			}
 			store[n] = pc
 			n++
@@ -144,18 +163,9 @@ func SaveEnd(c *Config, store []uint64, skip int) (n int, end End, err error) {
 		// Anything else (a new stack, a meta record, a trampoline, an
 		// error) takes the general step, u.next.
 		if fp&7 == 0 && low != 0 && fp >= low && fp <= high-FrameRecordSize {
-			// The current stack's memory is the model's words (atomic
-			// loads) or the caller's bytes (plain loads).
-			var newFP, raw uint64
-			if words != nil {
-				i := (fp - base) / 8
-				w := words[i : i+2 : i+2]
-				newFP, raw = atomic.LoadUint64(&w[0]), atomic.LoadUint64(&w[1])
-			} else {
-				o := fp - base
-				d := data[o : o+16 : o+16]
-				newFP, raw = binary.LittleEndian.Uint64(d[:8]), binary.LittleEndian.Uint64(d[8:])
-			}
+			i := (fp - base) / 8
+			w := words[i : i+2 : i+2]
+			newFP, raw := atomic.LoadUint64(&w[0]), atomic.LoadUint64(&w[1])
 			b := raw >> 55 & 1
 			m := masks[b]
 			spc := raw&^m | m&-b
@@ -170,9 +180,9 @@ func SaveEnd(c *Config, store []uint64, skip int) (n int, end End, err error) {
 			break
 		}
 		fp, pc = u.fp, u.pc
-		low, high, base, words, data = cur.low, cur.high, cur.base, cur.words, cur.data
+		low, high, base, words = cur.low, cur.high, cur.base, cur.words
 	}
-	if st == stepFail && n == len(store) && n > 0 && !reliable {
+	if st == stepFail && n == len(store) && n > 0 {
 		// The step after the last stored frame failed: the store is
 		// full, so that is not the caller's error.
 		return n, EndStopped, nil
