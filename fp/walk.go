@@ -108,7 +108,7 @@ func (u *Unwinder) saveReliable(c *Config, store []uint64, skip int) (int, End, 
 		n++
 	}
 	u.Stop() // reliable: the walk was stopped, so ErrUnreliable
-	return n, u.end, u.err
+	return n, u.end, unreliable(u.fp, "store of %d entries is full", len(store))
 }
 
 // save is SaveEnd for a zero u, with the full-store rule of the unreliable
