@@ -17,11 +17,6 @@ import (
 // writing; those are read with atomic loads through a path internal to
 // this module.)
 type Config struct {
-	// mem, set only by the machine model (see attach in mem.go), is the
-	// model's memory: stacks and return stacks without Data are read
-	// from it with atomic loads.
-	mem *mem.Memory
-
 	// Stacks are the accessible stacks (kunwind_stack_walk's stacks[]):
 	// the task stack, and for the current task in a non-preemptible
 	// context the per-CPU IRQ, overflow and SDEI stacks, plus any extra
@@ -86,4 +81,9 @@ type Config struct {
 	// never sets it: a kernel chain ends at FINAL, and fp == 0 is
 	// corruption.
 	ZeroFPEnds bool
+
+	// mem, set only by the machine model (see attach in mem.go), is the
+	// model's memory: stacks and return stacks without Data are read
+	// from it with atomic loads.
+	mem *mem.Memory
 }
