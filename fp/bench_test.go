@@ -33,11 +33,27 @@ func benchConfig(b *testing.B, depth int, pac bool) *Config {
 
 var benchDepths = []int{8, 32, 128}
 
-func BenchmarkSave(b *testing.B) {
+// benchBytesConfig is benchConfig over caller bytes (Stack.Data), the
+// memory an outside module hands to the walk.
+func benchBytesConfig(b *testing.B, depth int, pac bool) *Config {
+	d := dataConfig(benchConfig(b, depth, pac))
+	if d == nil {
+		b.Fatal("no caller-bytes config")
+	}
+	return d
+}
+
+// BenchmarkSave walks the model's memory (atomic loads); BenchmarkSaveBytes
+// the same stack as caller bytes. Both are compared with the same
+// benchmark of the commit before caller bytes existed (BenchmarkSave).
+func BenchmarkSave(b *testing.B)      { benchSave(b, benchConfig) }
+func BenchmarkSaveBytes(b *testing.B) { benchSave(b, benchBytesConfig) }
+
+func benchSave(b *testing.B, config func(*testing.B, int, bool) *Config) {
 	for _, pac := range []bool{false, true} {
 		for _, depth := range benchDepths {
 			b.Run(fmt.Sprintf("pac=%v/depth=%d", pac, depth), func(b *testing.B) {
-				c := benchConfig(b, depth, pac)
+				c := config(b, depth, pac)
 				store := make([]uint64, depth+8)
 				if n, end, err := SaveEnd(c, store, 0); n != depth+1 || end != EndFinal || err != nil {
 					b.Fatalf("%d %v %v", n, end, err)
@@ -52,11 +68,16 @@ func BenchmarkSave(b *testing.B) {
 	}
 }
 
-func BenchmarkWalk(b *testing.B) {
+// BenchmarkWalk and BenchmarkWalkBytes: Walk over the model's memory and
+// over caller bytes.
+func BenchmarkWalk(b *testing.B)      { benchWalk(b, benchConfig) }
+func BenchmarkWalkBytes(b *testing.B) { benchWalk(b, benchBytesConfig) }
+
+func benchWalk(b *testing.B, config func(*testing.B, int, bool) *Config) {
 	for _, pac := range []bool{false, true} {
 		for _, depth := range benchDepths {
 			b.Run(fmt.Sprintf("pac=%v/depth=%d", pac, depth), func(b *testing.B) {
-				c := benchConfig(b, depth, pac)
+				c := config(b, depth, pac)
 				var sum uint64
 				b.ReportAllocs()
 				for b.Loop() {

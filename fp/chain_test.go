@@ -56,7 +56,7 @@ var irqOnTaskFrames = []wantFrame{
 
 func TestIRQOnTask(t *testing.T) {
 	m, _, irq := irqOnTask(t)
-	frames, end, err := walkAll(m.config(irq, pc(0)))
+	frames, end, err := walkAll(t, m.config(irq, pc(0)))
 	if err != nil || end != EndFinal {
 		t.Fatalf("end %v err %v", end, err)
 	}
@@ -77,7 +77,7 @@ func TestSDEIOnIRQOnTask(t *testing.T) {
 	crit.exceptionFrom(sdei, pc(63), 0)
 	crit.call(pc(64))
 
-	frames, end, err := walkAll(m.config(sdei, pc(0)))
+	frames, end, err := walkAll(t, m.config(sdei, pc(0)))
 	if err != nil || end != EndFinal {
 		t.Fatalf("normal: end %v err %v", end, err)
 	}
@@ -89,7 +89,7 @@ func TestSDEIOnIRQOnTask(t *testing.T) {
 	}
 	checkFrames(t, frames, append(want, irqOnTaskFrames...))
 
-	frames, end, err = walkAll(m.config(crit, pc(0)))
+	frames, end, err = walkAll(t, m.config(crit, pc(0)))
 	if err != nil || end != EndFinal {
 		t.Fatalf("critical: end %v err %v", end, err)
 	}
@@ -107,7 +107,7 @@ func TestSDEIOnIRQOnTask(t *testing.T) {
 	// start fails at once.
 	c := m.config(crit, pc(0))
 	c.Stacks = c.Stacks[:2]
-	frames, end, err = walkAll(c)
+	frames, end, err = walkAll(t, c)
 	if end != EndError || len(frames) != 1 || !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("inaccessible sdei: %v %v %d", end, err, len(frames))
 	}
@@ -123,7 +123,7 @@ func TestOverflowStack(t *testing.T) {
 	ov := m.stack(Overflow, "cpu0 overflow", stackTop+0x100000, OverflowStackSize)
 	ov.exceptionFrom(task, pc(70), 0)
 	ov.call(pc(71))
-	frames, end, err := walkAll(m.config(ov, pc(0)))
+	frames, end, err := walkAll(t, m.config(ov, pc(0)))
 	if err != nil || end != EndFinal {
 		t.Fatalf("end %v err %v", end, err)
 	}
@@ -144,13 +144,13 @@ func TestStartFromRegs(t *testing.T) {
 	task.call(pc(2))
 	c := m.config(task, pc(50))
 	c.Source = SourceRegsPC
-	frames, end, err := walkAll(c)
+	frames, end, err := walkAll(t, c)
 	if err != nil || end != EndFinal {
 		t.Fatalf("end %v err %v", end, err)
 	}
 	checkFrames(t, frames, []wantFrame{{pc(50), SourceRegsPC, Task}, {pc(2), SourceFrame, Task}, {pc(1), SourceFrame, Task}})
 	c.Reliable = true
-	frames, end, err = walkAll(c)
+	frames, end, err = walkAll(t, c)
 	if end != EndError || len(frames) != 0 || !errors.Is(err, ErrUnreliable) {
 		t.Fatalf("reliable from regs: %v %v %d", end, err, len(frames))
 	}
@@ -161,7 +161,7 @@ func TestReliable(t *testing.T) {
 	m, s, want := taskChain(t, 6)
 	c := m.config(s, pc(0))
 	c.Reliable = true
-	frames, end, err := walkAll(c)
+	frames, end, err := walkAll(t, c)
 	if err != nil || end != EndFinal || !slices.Equal(pcs(frames), want) {
 		t.Fatalf("task chain: %v %v %x", end, err, pcs(frames))
 	}
@@ -170,7 +170,7 @@ func TestReliable(t *testing.T) {
 	m, _, irq := irqOnTask(t)
 	c = m.config(irq, pc(0))
 	c.Reliable = true
-	frames, end, err = walkAll(c)
+	frames, end, err = walkAll(t, c)
 	if end != EndError || !errors.Is(err, ErrUnreliable) || errors.Is(err, ErrCorrupt) {
 		t.Fatalf("irq: end %v err %v", end, err)
 	}
@@ -245,7 +245,7 @@ func TestWalkStopAndFrames(t *testing.T) {
 func TestSaveSkipExact(t *testing.T) {
 	m, _, irq := irqOnTask(t)
 	c := m.config(irq, pc(0))
-	frames, end, err := walkAll(c)
+	frames, end, err := walkAll(t, c)
 	if err != nil || end != EndFinal {
 		t.Fatal(end, err)
 	}

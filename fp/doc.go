@@ -21,7 +21,24 @@
 //
 // The walk reads memory only inside the accessible stacks listed in the
 // Config (plus the function-graph and kretprobe return stacks, when
-// enabled), each [Low, High) of a mem.Memory.
+// enabled).
+//
+// # Memory
+//
+// The memory is plain data the caller owns: each Stack carries its bytes
+// (Stack.Data, High-Low bytes, little-endian words, byte 0 at Low), and
+// the return stacks theirs (Config.GraphStackData,
+// Config.KretprobeStackData). Bytes read from a crash dump, an ELF core
+// file or a debugger are walked by slicing each stack out of them; there
+// is no interface to implement and no call per word. The walk views each
+// stack's bytes as words (in place when they are 8-byte aligned, as any
+// make([]byte) is; else from a copy made when it enters the stack), so
+// the hot loop is the same as for the model's memory, and the bytes must
+// not change during a walk. unwindkit's own machine model, whose CPUs
+// write their stacks while other goroutines unwind them, attaches its
+// memory through a path internal to the module and is read with atomic
+// loads; both kinds of memory give the same walk (the tests run every
+// model walk both ways).
 //
 // # Termination
 //
@@ -56,5 +73,10 @@
 // copy path (stack_trace_save) with exact skip and no per-frame callback;
 // Unwinder is the step-by-step state for drivers that want both.
 // Config.Reliable gives arch_stack_walk_reliable's behaviour: the walk
-// fails at the first exception boundary or anything unusual.
+// fails with ErrUnreliable at the first exception boundary or anything
+// unusual, and whenever its consumer stops it before the task's FINAL
+// record, a full store included (stack_trace_consume_entry stops the walk
+// when the store fills, even exactly, and livepatch relies on that). Only
+// Save, SaveEnd, Walk and the Unwinder can say "reliable"; the Frames
+// iterator cannot report after its consumer breaks off.
 package fp

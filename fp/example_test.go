@@ -1,39 +1,63 @@
 package fp_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/unwindkit/unwindkit/fp"
-	"github.com/unwindkit/unwindkit/internal/mem"
 )
 
-// buildTask lays out a 16 KiB task stack with the task's pt_regs (FINAL
-// record) at the top and three frame records below, and returns the
-// memory, the stack and the innermost fp.
-func buildTask() (*mem.Memory, fp.Stack, uint64) {
+// buildTask lays out a 16 KiB task stack, as bytes the caller owns, with
+// the task's pt_regs (FINAL record) at the top and three frame records
+// below, and returns the stack and the innermost fp.
+func buildTask() (fp.Stack, uint64) {
 	const low = 0xffff800090000000
-	m := &mem.Memory{}
-	r, _ := mem.NewRegion("task", "task", low, fp.TaskStackSize)
-	m.Add(r)
-	high := uint64(low + fp.TaskStackSize)
-	regs := fp.TaskPtRegsAddr(high)
-	m.Store(regs+fp.PtRegsStackFrameOff+fp.MetaTypeOff, fp.MetaFinal)
+	task := fp.Stack{Kind: fp.Task, Low: low, High: low + fp.TaskStackSize, Name: "task", Data: make([]byte, fp.TaskStackSize)}
+	store := func(addr, v uint64) { binary.LittleEndian.PutUint64(task.Data[addr-low:], v) }
+	regs := fp.TaskPtRegsAddr(task.High)
+	store(regs+fp.PtRegsStackFrameOff+fp.MetaTypeOff, fp.MetaFinal)
 	x29 := regs + fp.PtRegsStackFrameOff
 	sp := regs
 	for _, lr := range []uint64{0xffff800080001004, 0xffff800080002008, 0xffff80008000300c} {
 		sp -= 32
-		m.Store(sp, x29) // stp x29, x30, [sp, #-32]!
-		m.Store(sp+8, lr)
+		store(sp, x29) // stp x29, x30, [sp, #-32]!
+		store(sp+8, lr)
 		x29 = sp // mov x29, sp
 	}
-	return m, fp.Stack{Kind: fp.Task, Low: low, High: high, Name: "task"}, x29
+	return task, x29
+}
+
+// Walking memory the caller owns: a dump holds one segment of bytes at a
+// known address; each stack is a slice of it. Here the segment holds a
+// task stack whose three frame records end at the FINAL record in the
+// task's pt_regs.
+func Example() {
+	task, x29 := buildTask()
+	segment := task.Data // e.g. a PT_LOAD segment of a core file at task.Low
+	cfg := &fp.Config{
+		Stacks:     []fp.Stack{{Kind: fp.Task, Low: task.Low, High: task.High, Data: segment}},
+		FP:         x29,
+		PC:         0xffff800080004000,
+		TaskPtRegs: fp.TaskPtRegsAddr(task.High),
+	}
+	store := make([]uint64, 16)
+	n, end, err := fp.SaveEnd(cfg, store, 0)
+	fmt.Printf("%d frames, %v, %v\n", n, end, err)
+	for _, pc := range store[:n] {
+		fmt.Printf("%#x\n", pc)
+	}
+	// Output:
+	// 4 frames, final, <nil>
+	// 0xffff800080004000
+	// 0xffff80008000300c
+	// 0xffff800080002008
+	// 0xffff800080001004
 }
 
 func ExampleWalk() {
-	m, task, x29 := buildTask()
+	task, x29 := buildTask()
 	cfg := &fp.Config{
-		Mem:        m,
 		Stacks:     []fp.Stack{task},
 		FP:         x29,
 		PC:         0xffff800080004000,
@@ -53,8 +77,8 @@ func ExampleWalk() {
 }
 
 func ExampleSave() {
-	m, task, x29 := buildTask()
-	cfg := &fp.Config{Mem: m, Stacks: []fp.Stack{task}, FP: x29, PC: 0xffff800080004000, TaskPtRegs: fp.TaskPtRegsAddr(task.High)}
+	task, x29 := buildTask()
+	cfg := &fp.Config{Stacks: []fp.Stack{task}, FP: x29, PC: 0xffff800080004000, TaskPtRegs: fp.TaskPtRegsAddr(task.High)}
 	store := make([]uint64, 8)
 	n, err := fp.Save(cfg, store, 1) // skip the innermost frame
 	fmt.Printf("%d %x %v\n", n, store[:n], err)
@@ -63,9 +87,9 @@ func ExampleSave() {
 }
 
 func ExampleFrames() {
-	m, task, x29 := buildTask()
-	m.Store(x29, 0x1000) // corrupt the innermost record's fp
-	cfg := &fp.Config{Mem: m, Stacks: []fp.Stack{task}, FP: x29, PC: 0xffff800080004000, TaskPtRegs: fp.TaskPtRegsAddr(task.High)}
+	task, x29 := buildTask()
+	binary.LittleEndian.PutUint64(task.Data[x29-task.Low:], 0x1000) // corrupt the innermost record's fp
+	cfg := &fp.Config{Stacks: []fp.Stack{task}, FP: x29, PC: 0xffff800080004000, TaskPtRegs: fp.TaskPtRegsAddr(task.High)}
 	for f, err := range fp.Frames(cfg) {
 		if err != nil {
 			var ce *fp.CorruptError
@@ -81,8 +105,8 @@ func ExampleFrames() {
 }
 
 func ExampleUnwinder() {
-	m, task, x29 := buildTask()
-	cfg := &fp.Config{Mem: m, Stacks: []fp.Stack{task}, FP: x29, PC: 0xffff800080004000, TaskPtRegs: fp.TaskPtRegsAddr(task.High), Reliable: true}
+	task, x29 := buildTask()
+	cfg := &fp.Config{Stacks: []fp.Stack{task}, FP: x29, PC: 0xffff800080004000, TaskPtRegs: fp.TaskPtRegsAddr(task.High), Reliable: true}
 	var u fp.Unwinder
 	u.Init(cfg)
 	n := 0

@@ -78,13 +78,13 @@ func fuzzWorld(t *testing.T, data []byte, startFP, startPC uint64, flags uint16,
 		}
 		words[i] = v
 	}
-	c := &Config{Mem: m, Stacks: stacks}
+	c := &Config{mem: m, Stacks: stacks}
 	c.FP = fuzzBase + startFP%(fuzzSize+64) - 32
 	if flags&1 != 0 {
 		c.FP = startFP
 	}
 	c.PC = startPC
-	c.Source = Source(1 + (flags>>1)%4)
+	c.Source = [...]Source{SourceUnknown, SourceCaller, SourceTask, SourceRegsPC}[(flags>>1)%4] // the start sources (TestConfigSource has the others)
 	if flags&(1<<3) != 0 {
 		c.TaskPtRegs = fuzzBase + uint64(byteAt(20))*8*4%fuzzSize
 	}
@@ -187,6 +187,13 @@ func FuzzWalk(f *testing.F) {
 				t.Fatalf("frame %d differs with different gaps: %+v vs %+v", i, r1.frames[i], r2.frames[i])
 			}
 		}
+		// The same world as caller bytes walks the same.
+		if d := dataConfig(c1); d != nil {
+			frames, end, err := walkFrames(c1)
+			checkSameWalk(t, c1, d, frames, end, err)
+		} else {
+			t.Fatal("fuzz world not convertible to caller bytes")
+		}
 		full := pcs(r1.frames)
 		for _, skip := range []int{0, 1, 3} {
 			store := make([]uint64, len(full)+1)
@@ -198,6 +205,13 @@ func FuzzWalk(f *testing.F) {
 			if end != r1.end || (err == nil) != (r1.err == "") {
 				t.Fatalf("Save skip %d: end %v err %v, Walk %v %q", skip, end, err, r1.end, r1.err)
 			}
+			// An exact fit: in reliable mode never a success.
+			if len(want) > 0 {
+				n, end, err = SaveEnd(c1, store[:len(want)], skip)
+				if !slices.Equal(store[:n], want) || c1.Reliable && (err == nil || end == EndFinal) {
+					t.Fatalf("Save skip %d exact fit (reliable %v): %x %v %v, Walk %v %q", skip, c1.Reliable, store[:n], end, err, r1.end, r1.err)
+				}
+			}
 		}
 	})
 }
@@ -208,10 +222,10 @@ func TestFuzzWorldGaps(t *testing.T) {
 	c, _ := fuzzWorld(t, data, 0, 0, 0, 1<<40)
 	d, _ := fuzzWorld(t, data, 0, 0, 0, 0)
 	below := c.Stacks[0].Low - 8
-	a, _ := c.Mem.Load(below)
-	b, _ := d.Mem.Load(below)
-	in1, _ := c.Mem.Load(c.Stacks[0].Low)
-	in2, _ := d.Mem.Load(c.Stacks[0].Low)
+	a, _ := c.mem.Load(below)
+	b, _ := d.mem.Load(below)
+	in1, _ := c.mem.Load(c.Stacks[0].Low)
+	in2, _ := d.mem.Load(c.Stacks[0].Low)
 	if a == b || in1 != in2 {
 		t.Fatalf("gap words %#x %#x, stack words %#x %#x", a, b, in1, in2)
 	}
@@ -268,6 +282,12 @@ func FuzzMutateChain(f *testing.F) {
 			m.mem.Store(addr, v)
 		}
 		res := runFuzzWalk(t, c, total)
+		if d := dataConfig(c); d != nil {
+			frames, end, err := walkFrames(c)
+			checkSameWalk(t, c, d, frames, end, err)
+		} else {
+			t.Fatal("machine not convertible to caller bytes")
+		}
 		want := []uint64{pc(0), pc(61), pc(60), pc(6), pc(5), pc(53), pc(52), pc(51), pc(50), pc(3), pc(2), pc(1)}
 		if len(patch) < 3 && !reliable && (res.end != EndFinal || !slices.Equal(pcs(res.frames), want)) {
 			t.Fatalf("unmutated chain: %v %q %x", res.end, res.err, pcs(res.frames))

@@ -1,6 +1,8 @@
 package fp
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/unwindkit/unwindkit/internal/mem"
@@ -118,7 +120,7 @@ func (s *tstack) enterFrom(from *tstack, lr uint64) uint64 {
 // config returns a walk of the machine starting at s's current fp with
 // start pc.
 func (m *machine) config(s *tstack, pc uint64) *Config {
-	c := &Config{Mem: m.mem, Stacks: append([]Stack(nil), m.stacks...), FP: s.fp, PC: pc}
+	c := &Config{mem: m.mem, Stacks: append([]Stack(nil), m.stacks...), FP: s.fp, PC: pc}
 	if m.task != nil {
 		c.TaskPtRegs = m.task.regs
 	}
@@ -147,11 +149,98 @@ func pcs(frames []Frame) []uint64 {
 	return out
 }
 
-// walkAll collects every frame of c.
-func walkAll(c *Config) ([]Frame, End, error) {
+// walkAll collects every frame of c. For a Config over the model's memory
+// it also walks a copy of c over the same memory as caller bytes
+// (dataConfig) and fails the test unless both give the same frames, end
+// and error, with Walk and with Save: the two memory paths are one walk.
+func walkAll(t testing.TB, c *Config) ([]Frame, End, error) {
+	t.Helper()
+	frames, end, err := walkFrames(c)
+	if d := dataConfig(c); d != nil {
+		checkSameWalk(t, c, d, frames, end, err)
+	}
+	return frames, end, err
+}
+
+func walkFrames(c *Config) ([]Frame, End, error) {
 	var frames []Frame
 	end, err := Walk(c, func(f Frame) bool { frames = append(frames, f); return true })
 	return frames, end, err
+}
+
+// checkSameWalk fails t unless the walk of d gives frames, end and err
+// (the walk of c), and Save agrees on both.
+// The caller's bytes are walked twice: as given (8-byte aligned, viewed
+// in place) and shifted to an odd address (decoded into a copy).
+func checkSameWalk(t testing.TB, c, d *Config, frames []Frame, end End, err error) {
+	t.Helper()
+	for _, d := range []*Config{d, misaligned(d)} {
+		f2, end2, err2 := walkFrames(d)
+		if !slices.Equal(frames, f2) || end != end2 || fmt.Sprint(err) != fmt.Sprint(err2) {
+			t.Fatalf("caller-bytes walk differs from the model-memory walk:\n %x %v %v\n %x %v %v", pcs(frames), end, err, pcs(f2), end2, err2)
+		}
+		for _, size := range []int{len(frames) + 1, max(len(frames)-1, 0)} {
+			s1, s2 := make([]uint64, size), make([]uint64, size)
+			n1, e1, err1 := SaveEnd(c, s1, 0)
+			n2, e2, err2 := SaveEnd(d, s2, 0)
+			if !slices.Equal(s1[:n1], s2[:n2]) || e1 != e2 || fmt.Sprint(err1) != fmt.Sprint(err2) {
+				t.Fatalf("Save into %d: caller bytes %x %v %v, model memory %x %v %v", size, s2[:n2], e2, err2, s1[:n1], e1, err1)
+			}
+		}
+	}
+}
+
+// misaligned returns a copy of d whose stacks' Data start at odd
+// addresses.
+func misaligned(d *Config) *Config {
+	e := *d
+	e.Stacks = slices.Clone(d.Stacks)
+	for i := range e.Stacks {
+		if data := e.Stacks[i].Data; data != nil {
+			e.Stacks[i].Data = append(make([]byte, 1, len(data)+1), data...)[1:]
+		}
+	}
+	return &e
+}
+
+// dataConfig returns a copy of c (a Config over the model's memory) that
+// reads the same memory as caller bytes: each stack's Data and the return
+// stacks' data copied out of c's memory, and no model memory. It returns
+// nil if c has no model memory or a stack is not wholly inside one region
+// (those Configs fail in Init with a message of their own).
+func dataConfig(c *Config) *Config {
+	if c.mem == nil {
+		return nil
+	}
+	d := *c
+	d.mem = nil
+	d.Stacks = slices.Clone(c.Stacks)
+	for i := range d.Stacks {
+		s := &d.Stacks[i]
+		if s.Low == 0 || s.Data != nil {
+			continue
+		}
+		r := c.mem.Find(s.Low)
+		if r == nil || s.High < s.Low || !r.Contains(s.Low, s.High-s.Low) {
+			return nil
+		}
+		s.Data = r.Bytes()[s.Low-r.Base : s.High-r.Base]
+	}
+	// A return stack's data runs from its address to the end of its
+	// region, so the count limit is the same on both paths.
+	retData := func(a uint64) []byte {
+		if r := c.mem.Find(a); r != nil {
+			return r.Bytes()[a-r.Base:]
+		}
+		return nil
+	}
+	if d.GraphStackData == nil {
+		d.GraphStackData = retData(c.GraphStack)
+	}
+	if d.KretprobeStackData == nil {
+		d.KretprobeStackData = retData(c.KretprobeStack)
+	}
+	return &d
 }
 
 // kernel text addresses used as return addresses

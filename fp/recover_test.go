@@ -46,7 +46,7 @@ func TestGraphRecovery(t *testing.T) {
 		[2]uint64{graphTramp, fps[3]}, // a tail call's entry: skipped
 		[2]uint64{pc(4), fps[3]},
 	)
-	frames, end, err := walkAll(c)
+	frames, end, err := walkAll(t, c)
 	if err != nil || end != EndFinal {
 		t.Fatalf("end %v err %v", end, err)
 	}
@@ -62,7 +62,7 @@ func TestGraphRecovery(t *testing.T) {
 	}
 	// Reliable mode accepts recovered addresses.
 	c.Reliable = true
-	if _, end, err := walkAll(c); end != EndFinal || err != nil {
+	if _, end, err := walkAll(t, c); end != EndFinal || err != nil {
 		t.Fatalf("reliable: %v %v", end, err)
 	}
 }
@@ -96,7 +96,7 @@ func TestGraphRecoveryFailures(t *testing.T) {
 				}
 				c.GraphStack = m.retStack("graph", graphAddr, tt.entries...)
 			}
-			frames, _, err := walkAll(c)
+			frames, _, err := walkAll(t, c)
 			if len(frames) != tt.wantPCs || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
 				t.Fatalf("%d frames %x err %v", len(frames), pcs(frames), err)
 			}
@@ -114,11 +114,11 @@ func TestGraphRecoveryFailures(t *testing.T) {
 	c.GraphTrampoline = graphTramp
 	c.GraphStack = m.retStack("graph", graphAddr, [2]uint64{pc(2), 1})
 	m.mem.Store(graphAddr, 1<<62)
-	if _, _, err := walkAll(c); !errors.Is(err, ErrCorrupt) {
+	if _, _, err := walkAll(t, c); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("huge count: %v", err)
 	}
 	c.GraphStack = 0x12345 // unmapped
-	if _, _, err := walkAll(c); !errors.Is(err, ErrCorrupt) {
+	if _, _, err := walkAll(t, c); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("unmapped ret stack: %v", err)
 	}
 }
@@ -136,7 +136,7 @@ func TestGraphCursor(t *testing.T) {
 		[2]uint64{pc(3), fps[2]},
 		[2]uint64{0xdead, 0x9999}, // newest, matches nothing on the stack
 	)
-	frames, end, err := walkAll(c)
+	frames, end, err := walkAll(t, c)
 	if err != nil || end != EndFinal || !slices.Equal(pcs(frames), []uint64{pc(0), pc(4), pc(3), pc(2), pc(1)}) {
 		t.Fatalf("%v %v %x", end, err, pcs(frames))
 	}
@@ -146,7 +146,7 @@ func TestGraphCursor(t *testing.T) {
 		[2]uint64{pc(3), fps[2]},
 		[2]uint64{pc(1), fps[0]},
 	)
-	frames, _, err = walkAll(c)
+	frames, _, err = walkAll(t, c)
 	if !errors.Is(err, ErrCorrupt) || len(frames) != 4 {
 		t.Fatalf("out-of-order entries: %x %v", pcs(frames), err)
 	}
@@ -162,7 +162,7 @@ func TestKretprobeRecovery(t *testing.T) {
 		[2]uint64{krTramp, fps[3]},
 		[2]uint64{pc(4), fps[3]},
 	)
-	frames, end, err := walkAll(c)
+	frames, end, err := walkAll(t, c)
 	if err != nil || end != EndFinal || !slices.Equal(pcs(frames), []uint64{pc(0), pc(5), pc(4), pc(3), pc(2), pc(1)}) {
 		t.Fatalf("%v %v %x", end, err, pcs(frames))
 	}
@@ -171,13 +171,13 @@ func TestKretprobeRecovery(t *testing.T) {
 	}
 	// Negative: no matching instance, and no instances at all.
 	c.KretprobeStack = m.retStack("kretprobe2", krAddr+0x10000, [2]uint64{pc(4), fps[3]})
-	frames, _, err = walkAll(c)
+	frames, _, err = walkAll(t, c)
 	if len(frames) != 5 {
 		t.Fatalf("missing instance: %x", pcs(frames))
 	}
 	wantCorrupt(t, err, "unrecoverable kretprobe return", fps[0])
 	c.KretprobeStack = 0
-	frames, _, err = walkAll(c)
+	frames, _, err = walkAll(t, c)
 	if len(frames) != 2 {
 		t.Fatalf("no instances: %x", pcs(frames))
 	}
@@ -193,7 +193,7 @@ func TestGraphAndKretprobe(t *testing.T) {
 	c.GraphTrampoline, c.KretprobeTrampoline = graphTramp, krTramp
 	c.GraphStack = m.retStack("graph", graphAddr, [2]uint64{pc(2), fps[1]}, [2]uint64{krTramp, fps[3]})
 	c.KretprobeStack = m.retStack("kretprobe", krAddr, [2]uint64{pc(3), fps[2]}, [2]uint64{pc(4), fps[3]})
-	frames, end, err := walkAll(c)
+	frames, end, err := walkAll(t, c)
 	if err != nil || end != EndFinal || !slices.Equal(pcs(frames), []uint64{pc(0), pc(5), pc(4), pc(3), pc(2), pc(1)}) {
 		t.Fatalf("%v %v %x", end, err, pcs(frames))
 	}
@@ -207,7 +207,7 @@ func TestGraphAndKretprobe(t *testing.T) {
 	c2 := m.config(s, graphTramp)
 	c2.GraphTrampoline = graphTramp
 	c2.GraphStack = m.retStack("graph start", graphAddr+0x20000, [2]uint64{pc(2), fps[1]}, [2]uint64{pc(40), s.fp})
-	frames, _, _ = walkAll(c2)
+	frames, _, _ = walkAll(t, c2)
 	if frames[0].PC != pc(40) || frames[0].Flags != FlagGraph {
 		t.Fatalf("start frame %+v", frames[0])
 	}
@@ -243,7 +243,7 @@ func TestPACSignedLRs(t *testing.T) {
 	}{{"stripped", layout, true}, {"no PAC layout", ptrauth.Layout{}, false}} {
 		c := *base
 		c.Layout = tt.layout
-		frames, end, err := walkAll(&c)
+		frames, end, err := walkAll(t, &c)
 		if err != nil || end != EndFinal {
 			t.Fatalf("%s: %v %v", tt.name, end, err)
 		}

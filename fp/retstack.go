@@ -1,30 +1,52 @@
 package fp
 
-import "github.com/unwindkit/unwindkit/internal/errs"
+import (
+	"encoding/binary"
+
+	"github.com/unwindkit/unwindkit/internal/errs"
+)
+
+// retLoad reads the word at addr of the return stack at a whose caller
+// memory is data (Config.GraphStackData or KretprobeStackData), or, for a
+// Config of the machine model without that data, the model's memory.
+func (u *Unwinder) retLoad(a uint64, data []byte, addr uint64) (uint64, bool) {
+	if data == nil && u.cfg.mem != nil {
+		return u.cfg.mem.Load(addr)
+	}
+	off := addr - a // addr >= a for every caller
+	if addr%8 != 0 || addr < a || off > uint64(len(data)) || uint64(len(data))-off < 8 {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(data[off:]), true
+}
 
 // retStack reads the header of the return stack at a: the entry count n,
-// checked against the memory region holding it so that a corrupt count
-// cannot make a search run past the region (or for 2^64 steps).
-func (u *Unwinder) retStack(a uint64, rule string) (n int, st status) {
-	m := u.cfg.Mem
-	cnt, ok := m.Load(a)
+// checked against the memory holding it so that a corrupt count cannot
+// make a search run past that memory (or for 2^64 steps).
+func (u *Unwinder) retStack(a uint64, data []byte, rule string) (n int, st status) {
+	cnt, ok := u.retLoad(a, data, a)
 	if !ok {
 		return 0, u.fail(errs.Corruptf(rule, a, "return stack header unreadable"))
 	}
-	r := m.Find(a)
-	// a is inside r and 8-byte aligned (Load succeeded), so End()-a >= 8.
-	if limit := (r.End() - a - RetStackEntriesOff) / RetStackEntrySize; cnt > limit {
-		return 0, u.fail(errs.Corruptf(rule, a, "return stack count %d exceeds the %d entries its region can hold", cnt, limit))
+	// The header was readable, so at least 8 bytes follow a.
+	var avail uint64
+	if data == nil && u.cfg.mem != nil {
+		avail = u.cfg.mem.Find(a).End() - a
+	} else {
+		avail = uint64(len(data))
+	}
+	if limit := (avail - RetStackEntriesOff) / RetStackEntrySize; cnt > limit {
+		return 0, u.fail(errs.Corruptf(rule, a, "return stack count %d exceeds the %d entries its memory can hold", cnt, limit))
 	}
 	return int(cnt), stepOK
 }
 
 // retEntry reads entry i {ret, fp} of the return stack at a; retStack has
 // checked that it is in memory.
-func (u *Unwinder) retEntry(a uint64, i int) (ret, fp uint64) {
+func (u *Unwinder) retEntry(a uint64, data []byte, i int) (ret, fp uint64) {
 	e := a + RetStackEntriesOff + RetStackEntrySize*uint64(i)
-	ret, _ = u.cfg.Mem.Load(e)
-	fp, _ = u.cfg.Mem.Load(e + 8)
+	ret, _ = u.retLoad(a, data, e)
+	fp, _ = u.retLoad(a, data, e+8)
 	return ret, fp
 }
 
@@ -40,22 +62,22 @@ func (u *Unwinder) retEntry(a uint64, i int) (ret, fp uint64) {
 // simply has nothing left, which differs only for corrupt stacks (fp
 // strictly increases, so a used entry cannot match again).
 func (u *Unwinder) graphRetAddr() (uint64, status) {
-	a := u.cfg.GraphStack
+	a, data := u.cfg.GraphStack, u.cfg.GraphStackData
 	if u.graphIdx < 0 {
-		n, st := u.retStack(a, "unrecoverable graph return")
+		n, st := u.retStack(a, data, RuleUnrecoverableGraphReturn)
 		if st != stepOK {
 			return 0, st
 		}
 		u.graphIdx, u.graphN = n, n
 	}
 	for i := u.graphIdx - 1; i >= 0; i-- {
-		ret, fp := u.retEntry(a, i)
+		ret, fp := u.retEntry(a, data, i)
 		if fp == u.fp && ret != u.cfg.GraphTrampoline {
 			u.graphIdx = i
 			return ret, stepOK
 		}
 	}
-	return 0, u.fail(errs.Corruptf("unrecoverable graph return", u.fp,
+	return 0, u.fail(errs.Corruptf(RuleUnrecoverableGraphReturn, u.fp,
 		"no graph return stack entry for fp %#x below index %d of %d", u.fp, u.graphIdx, u.graphN))
 }
 
@@ -65,19 +87,19 @@ func (u *Unwinder) graphRetAddr() (uint64, status) {
 // matches. Unlike the graph search, every instance examined moves the
 // cursor, as the kernel's kr_cur does.
 func (u *Unwinder) kretprobeRetAddr() (uint64, status) {
-	a := u.cfg.KretprobeStack
+	a, data := u.cfg.KretprobeStack, u.cfg.KretprobeStackData
 	if a == 0 {
-		return 0, u.fail(errs.Corruptf("unrecoverable kretprobe return", u.fp, "task has no kretprobe instances"))
+		return 0, u.fail(errs.Corruptf(RuleUnrecoverableKretprobeReturn, u.fp, "task has no kretprobe instances"))
 	}
 	if u.krNext == -2 {
-		n, st := u.retStack(a, "unrecoverable kretprobe return")
+		n, st := u.retStack(a, data, RuleUnrecoverableKretprobeReturn)
 		if st != stepOK {
 			return 0, st
 		}
 		u.krNext = n - 1
 	}
 	for u.krNext >= 0 {
-		ret, fp := u.retEntry(a, u.krNext)
+		ret, fp := u.retEntry(a, data, u.krNext)
 		u.krNext--
 		if ret == u.cfg.KretprobeTrampoline {
 			continue
@@ -86,5 +108,5 @@ func (u *Unwinder) kretprobeRetAddr() (uint64, status) {
 			return ret, stepOK
 		}
 	}
-	return 0, u.fail(errs.Corruptf("unrecoverable kretprobe return", u.fp, "no kretprobe instance for fp %#x", u.fp))
+	return 0, u.fail(errs.Corruptf(RuleUnrecoverableKretprobeReturn, u.fp, "no kretprobe instance for fp %#x", u.fp))
 }

@@ -37,7 +37,7 @@ func wantCorrupt(t *testing.T, err error, rule string, addr uint64) {
 func TestTaskChain(t *testing.T) {
 	for _, depth := range []int{0, 1, 2, 5, 40} {
 		m, s, want := taskChain(t, depth)
-		frames, end, err := walkAll(m.config(s, pc(0)))
+		frames, end, err := walkAll(t, m.config(s, pc(0)))
 		if err != nil || end != EndFinal {
 			t.Fatalf("depth %d: end %v err %v", depth, end, err)
 		}
@@ -63,7 +63,7 @@ func TestBlockedTaskSource(t *testing.T) {
 	m, s, want := taskChain(t, 3)
 	c := m.config(s, pc(0))
 	c.Source = SourceTask
-	frames, end, err := walkAll(c)
+	frames, end, err := walkAll(t, c)
 	if err != nil || end != EndFinal || !slices.Equal(pcs(frames), want) {
 		t.Fatalf("end %v err %v pcs %x", end, err, pcs(frames))
 	}
@@ -262,7 +262,7 @@ func TestRules(t *testing.T) {
 			irq := m.stack(IRQ, "irq", stackTop+0x100000, IRQStackSize)
 			meta := irq.s.Low + 64
 			irq.store(meta+MetaTypeOff, MetaPtRegs)
-			return &Config{Mem: m.mem, Stacks: m.stacks, FP: meta, PC: pc(0)},
+			return &Config{mem: m.mem, Stacks: m.stacks, FP: meta, PC: pc(0)},
 				result{pcs: []uint64{pc(0)}, end: EndError, rule: "pt_regs outside stacks", addr: meta - PtRegsStackFrameOff}
 		}},
 		{"pt_regs overlap consumed record", func(t *testing.T) (*Config, result) {
@@ -282,14 +282,14 @@ func TestRules(t *testing.T) {
 			low := uint64(0x100)
 			st := m.stack(Extra, "low", low, 0x1000)
 			st.store(low+MetaTypeOff, MetaPtRegs)
-			return &Config{Mem: m.mem, Stacks: m.stacks, FP: low, PC: pc(0)},
+			return &Config{mem: m.mem, Stacks: m.stacks, FP: low, PC: pc(0)},
 				result{pcs: []uint64{pc(0)}, end: EndError, rule: "pt_regs outside stacks", addr: low}
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, want := tt.build(t)
-			frames, end, err := walkAll(c)
+			frames, end, err := walkAll(t, c)
 			if got := pcs(frames); !slices.Equal(got, want.pcs) {
 				t.Errorf("pcs %x, want %x", got, want.pcs)
 			}
@@ -323,18 +323,18 @@ func TestZeroFPEnds(t *testing.T) {
 	c := m.config(s, pc(0))
 	want := []uint64{pc(0), pc(2), pc(1)}
 	c.ZeroFPEnds = true
-	frames, end, err := walkAll(c)
+	frames, end, err := walkAll(t, c)
 	if err != nil || end != EndZeroFP || !end.Complete() || !slices.Equal(pcs(frames), want) {
 		t.Fatalf("ZeroFPEnds: end %v err %v pcs %x", end, err, pcs(frames))
 	}
 	c.ZeroFPEnds = false
-	frames, end, err = walkAll(c)
+	frames, end, err = walkAll(t, c)
 	if end != EndError || !slices.Equal(pcs(frames), want) {
 		t.Fatalf("kernel rules: end %v pcs %x", end, pcs(frames))
 	}
 	wantCorrupt(t, err, "fp outside stacks", 0)
 	c.ZeroFPEnds, c.Reliable = true, true
-	if _, end, err = walkAll(c); end != EndError || !errors.Is(err, ErrUnreliable) {
+	if _, end, err = walkAll(t, c); end != EndError || !errors.Is(err, ErrUnreliable) {
 		t.Fatalf("reliable ZeroFPEnds: end %v err %v", end, err)
 	}
 }
@@ -346,7 +346,9 @@ func TestBadConfig(t *testing.T) {
 		mutate func(c *Config)
 		want   string
 	}{
-		{"nil mem", func(c *Config) { c.Mem = nil }, "Mem is nil"},
+		{"no memory", func(c *Config) { c.mem = nil }, "has no Data"},
+		{"short data", func(c *Config) { c.Stacks[0].Data = make([]byte, c.Stacks[0].High-c.Stacks[0].Low-8) }, "Data holds 0x3ff8 bytes, want 0x4000"},
+		{"long data", func(c *Config) { c.Stacks[0].Data = make([]byte, c.Stacks[0].High-c.Stacks[0].Low+1) }, "Data holds"},
 		{"misaligned stack", func(c *Config) { c.Stacks[0].Low += 4 }, "not 8-byte aligned"},
 		{"empty stack", func(c *Config) { c.Stacks[0].High = c.Stacks[0].Low }, "empty"},
 		{"overlap", func(c *Config) {
@@ -357,7 +359,7 @@ func TestBadConfig(t *testing.T) {
 	for _, tt := range tests {
 		c := m.config(s, pc(0))
 		tt.mutate(c)
-		_, end, err := walkAll(c)
+		_, end, err := walkAll(t, c)
 		if end != EndError || err == nil || !strings.Contains(err.Error(), tt.want) || errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: end %v err %v", tt.name, end, err)
 		}
@@ -367,7 +369,7 @@ func TestBadConfig(t *testing.T) {
 	for i := range 10 {
 		c.Stacks = append(c.Stacks, Stack{Kind: Extra, Low: 0x10000 * uint64(i+1), High: 0x10000*uint64(i+1) + 0x100})
 	}
-	if _, end, err := walkAll(c); end != EndFinal || err != nil {
+	if _, end, err := walkAll(t, c); end != EndFinal || err != nil {
 		t.Fatalf("many stacks: %v %v", end, err)
 	}
 }

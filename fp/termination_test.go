@@ -15,8 +15,8 @@ func TestTerminationDensestChain(t *testing.T) {
 		s.store(a, a+16) // the last one points at High: outside
 		s.store(a+8, pc(int(a-s.s.Low)/16))
 	}
-	c := &Config{Mem: m.mem, Stacks: m.stacks, FP: s.s.Low, PC: pc(0)}
-	frames, end, err := walkAll(c)
+	c := &Config{mem: m.mem, Stacks: m.stacks, FP: s.s.Low, PC: pc(0)}
+	frames, end, err := walkAll(t, c)
 	if want := OverflowStackSize/16 + 1; len(frames) != want || end != EndError {
 		t.Fatalf("%d frames (%v), want %d", len(frames), end, want)
 	}
@@ -24,7 +24,7 @@ func TestTerminationDensestChain(t *testing.T) {
 	// Make the last record point back to the first: a cycle over the
 	// whole stack is caught on its first repeat.
 	s.store(s.s.High-16, s.s.Low)
-	frames, _, err = walkAll(c)
+	frames, _, err = walkAll(t, c)
 	if len(frames) != OverflowStackSize/16+1 {
 		t.Fatalf("cycle: %d frames", len(frames))
 	}

@@ -1,110 +1,99 @@
 package fp
 
 import (
-	"errors"
 	"fmt"
 
-	"github.com/unwindkit/unwindkit/internal/errs"
+	"github.com/unwindkit/unwindkit/internal/kabi"
 )
 
-// Layout of the objects the unwinder reads, in bytes (arm64 Linux).
+// Layout of the objects the unwinder reads, in bytes (arm64 Linux). These
+// are the kernel ABI, defined once for the module: the values are given in
+// each comment.
 const (
 	// FrameRecordSize is the size of a frame record {fp, lr}
-	// (struct frame_record).
-	FrameRecordSize = 16
+	// (struct frame_record): 16.
+	FrameRecordSize = kabi.FrameRecordSize
 	// MetaRecordSize is the size of a meta record {0, 0, type}
-	// (struct frame_record_meta).
-	MetaRecordSize = 24
-	// MetaTypeOff is the offset of the type word in a meta record.
-	MetaTypeOff = 16
+	// (struct frame_record_meta): 24.
+	MetaRecordSize = kabi.MetaRecordSize
+	// MetaTypeOff is the offset of the type word in a meta record: 16.
+	MetaTypeOff = kabi.MetaTypeOff
 
-	// PtRegsSize is sizeof(struct pt_regs), PT_REGS_SIZE.
-	PtRegsSize = 336
-	// PtRegsX29Off is the offset of regs[29], the interrupted frame pointer.
-	PtRegsX29Off = 29 * 8
-	// PtRegsLROff is the offset of regs[30], the interrupted link register.
-	PtRegsLROff = 30 * 8
-	// PtRegsSPOff is the offset of sp.
-	PtRegsSPOff = 248
-	// PtRegsPCOff is the offset of pc, the interrupted program counter.
-	PtRegsPCOff = 256
-	// PtRegsPstateOff is the offset of pstate.
-	PtRegsPstateOff = 264
-	// PtRegsOrigX0Off is the offset of orig_x0.
-	PtRegsOrigX0Off = 272
-	// PtRegsSyscallnoOff is the offset of syscallno.
-	PtRegsSyscallnoOff = 280
-	// PtRegsSDEITTBR1Off is the offset of sdei_ttbr1.
-	PtRegsSDEITTBR1Off = 288
+	// PtRegsSize is sizeof(struct pt_regs), PT_REGS_SIZE: 336.
+	PtRegsSize = kabi.PtRegsSize
+	// PtRegsX29Off is the offset of regs[29], the interrupted frame
+	// pointer: 232.
+	PtRegsX29Off = kabi.PtRegsX29Off
+	// PtRegsLROff is the offset of regs[30], the interrupted link
+	// register: 240.
+	PtRegsLROff = kabi.PtRegsLROff
+	// PtRegsSPOff is the offset of sp: 248.
+	PtRegsSPOff = kabi.PtRegsSPOff
+	// PtRegsPCOff is the offset of pc, the interrupted program counter:
+	// 256.
+	PtRegsPCOff = kabi.PtRegsPCOff
+	// PtRegsPstateOff is the offset of pstate: 264.
+	PtRegsPstateOff = kabi.PtRegsPstateOff
+	// PtRegsOrigX0Off is the offset of orig_x0: 272.
+	PtRegsOrigX0Off = kabi.PtRegsOrigX0Off
+	// PtRegsSyscallnoOff is the offset of syscallno: 280.
+	PtRegsSyscallnoOff = kabi.PtRegsSyscallnoOff
+	// PtRegsSDEITTBR1Off is the offset of sdei_ttbr1: 288.
+	PtRegsSDEITTBR1Off = kabi.PtRegsSDEITTBR1Off
 	// PtRegsStackFrameOff is the offset of the embedded meta record
-	// (pt_regs::stackframe); its type word is at PtRegsStackFrameOff+16.
-	PtRegsStackFrameOff = 296
-	// PtRegsLockdepHardirqsOff is the offset of lockdep_hardirqs.
-	PtRegsLockdepHardirqsOff = 320
-	// PtRegsExitRCUOff is the offset of exit_rcu.
-	PtRegsExitRCUOff = 328
+	// (pt_regs::stackframe): 296; its type word is at
+	// PtRegsStackFrameOff+16.
+	PtRegsStackFrameOff = kabi.PtRegsStackFrameOff
+	// PtRegsLockdepHardirqsOff is the offset of lockdep_hardirqs: 320.
+	PtRegsLockdepHardirqsOff = kabi.PtRegsLockdepHardirqsOff
+	// PtRegsExitRCUOff is the offset of exit_rcu: 328.
+	PtRegsExitRCUOff = kabi.PtRegsExitRCUOff
 )
 
 // Meta record types (FRAME_META_TYPE_*).
 const (
-	// MetaNone is reserved; a meta record of this type is corruption.
-	MetaNone = 0
-	// MetaFinal marks the last record of a task's stack, embedded in the
-	// task's own pt_regs at the top of its stack.
-	MetaFinal = 1
-	// MetaPtRegs marks a record embedded in a pt_regs pushed at an
+	// MetaNone (0) is reserved; a meta record of this type is corruption.
+	MetaNone = kabi.MetaNone
+	// MetaFinal (1) marks the last record of a task's stack, embedded in
+	// the task's own pt_regs at the top of its stack.
+	MetaFinal = kabi.MetaFinal
+	// MetaPtRegs (2) marks a record embedded in a pt_regs pushed at an
 	// exception boundary.
-	MetaPtRegs = 2
+	MetaPtRegs = kabi.MetaPtRegs
 )
 
 // Default stack sizes in bytes (THREAD_SIZE, IRQ_STACK_SIZE,
 // OVERFLOW_STACK_SIZE, SDEI_STACK_SIZE with 4 KiB pages).
 const (
-	// TaskStackSize is THREAD_SIZE without KASAN.
-	TaskStackSize = 16 << 10
-	// TaskStackSizeKASAN is THREAD_SIZE with KASAN (KASAN_THREAD_SHIFT 1).
-	TaskStackSizeKASAN = 32 << 10
+	// TaskStackSize is THREAD_SIZE without KASAN: 16 KiB.
+	TaskStackSize = kabi.TaskStackSize
+	// TaskStackSizeKASAN is THREAD_SIZE with KASAN (KASAN_THREAD_SHIFT
+	// 1): 32 KiB.
+	TaskStackSizeKASAN = kabi.TaskStackSizeKASAN
 	// IRQStackSize is IRQ_STACK_SIZE, which equals THREAD_SIZE (use
 	// TaskStackSizeKASAN for a KASAN kernel).
-	IRQStackSize = TaskStackSize
+	IRQStackSize = kabi.IRQStackSize
 	// SDEIStackSize is SDEI_STACK_SIZE, which equals IRQ_STACK_SIZE.
-	SDEIStackSize = IRQStackSize
-	// OverflowStackSize is OVERFLOW_STACK_SIZE.
-	OverflowStackSize = 4 << 10
+	SDEIStackSize = kabi.SDEIStackSize
+	// OverflowStackSize is OVERFLOW_STACK_SIZE: 4 KiB.
+	OverflowStackSize = kabi.OverflowStackSize
 )
 
 // Layout of a return stack (function-graph ret_stack or kretprobe
-// instances) in modelled memory at address A: the word at A is the entry
-// count n; entry i (0 = oldest, n-1 = newest) is {ret, fp} at
+// instances) at address A: the word at A is the entry count n; entry i
+// (0 = oldest, n-1 = newest) is {ret, fp} at
 // A+RetStackEntriesOff+RetStackEntrySize*i.
 const (
 	// RetStackEntriesOff is the offset of entry 0 from the return stack's
-	// address.
-	RetStackEntriesOff = 8
-	// RetStackEntrySize is the size of one {ret, fp} entry.
-	RetStackEntrySize = 16
+	// address: 8.
+	RetStackEntriesOff = kabi.RetStackEntriesOff
+	// RetStackEntrySize is the size of one {ret, fp} entry: 16.
+	RetStackEntrySize = kabi.RetStackEntrySize
 )
 
 // TaskPtRegsAddr returns task_pt_regs for a task stack whose exclusive top
 // is high: the pt_regs that hold the FINAL meta record.
-func TaskPtRegsAddr(high uint64) uint64 { return high - PtRegsSize }
-
-// ErrCorrupt is errs.ErrCorrupt: every corruption error from this package
-// wraps it in a *CorruptError naming the rule and the address.
-var ErrCorrupt = errs.ErrCorrupt
-
-// CorruptError is errs.CorruptError.
-type CorruptError = errs.CorruptError
-
-// ErrUnreliable is returned (wrapped, with the address) by a reliable walk
-// that meets something a reliable trace may not contain: an exception
-// boundary, an unrecovered return trampoline, or an end other than FINAL.
-// It is not corruption: the same stack walks fine without Config.Reliable.
-var ErrUnreliable = errors.New("fp: unreliable stack trace")
-
-func unreliable(addr uint64, format string, args ...any) error {
-	return fmt.Errorf("%w: %s at %#x", ErrUnreliable, fmt.Sprintf(format, args...), addr)
-}
+func TaskPtRegsAddr(high uint64) uint64 { return kabi.TaskPtRegs(high) }
 
 // StackKind is the kind of a stack (enum stack_type).
 type StackKind uint8
@@ -134,14 +123,29 @@ func (k StackKind) String() string {
 }
 
 // Stack is one stack [Low, High) that the walk may read (struct
-// stack_info). A Stack with Low == 0 is inaccessible and ignored, as the
-// kernel's stackinfo_get_unknown() is, so a driver can pass a zero Stack
-// for a per-CPU stack it may not touch.
+// stack_info), with its contents. A Stack with Low == 0 is inaccessible and
+// ignored, as the kernel's stackinfo_get_unknown() is, so a driver can pass
+// a zero Stack for a per-CPU stack it may not touch.
 type Stack struct {
+	// Kind is the kind of stack, reported in each [Frame.Stack].
 	Kind StackKind
-	Low  uint64 // lowest address, 8-byte aligned
-	High uint64 // exclusive top, 8-byte aligned
-	Name string // for error messages, e.g. "cpu0 irq"
+	// Low is the lowest address, 8-byte aligned.
+	Low uint64
+	// High is the exclusive top, 8-byte aligned.
+	High uint64
+	// Name names the stack in error messages, e.g. "cpu0 irq".
+	Name string
+	// Data is the stack's memory as the caller holds it: High-Low bytes,
+	// Data[0] being the byte at Low, each 8-byte word little-endian (as
+	// arm64 stores it). This is how memory from a dump, a core file or a
+	// debugger is walked: slice each stack out of the bytes read. The
+	// walk only reads Data, so Data must not change while a walk runs;
+	// any number of walks may share it. Data that starts 8-byte aligned
+	// (a slice of a make([]byte) at a multiple of 8) is read in place;
+	// other Data is decoded into a copy when the walk first enters the
+	// stack. Data may be nil only for a Stack of unwindkit's machine
+	// model, whose stacks are read from the model's own memory.
+	Data []byte
 }
 
 // Source says where a frame's PC came from (enum kunwind_source).

@@ -5,71 +5,20 @@ import (
 	"sync/atomic"
 
 	"github.com/unwindkit/unwindkit/internal/errs"
-	"github.com/unwindkit/unwindkit/internal/mem"
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
-
-// Config is the input of a walk: the memory, the accessible stacks, where
-// to start, and which return-address rewriting is live. A Config is only
-// read, so one Config may drive any number of concurrent walks.
-type Config struct {
-	// Mem holds the stacks and the return stacks.
-	Mem *mem.Memory
-	// Stacks are the accessible stacks (kunwind_stack_walk's stacks[]):
-	// the task stack, and for the current task in a non-preemptible
-	// context the per-CPU IRQ, overflow and SDEI stacks, plus any extra
-	// stacks. They must not overlap and Low and High must be 8-byte
-	// aligned (checked when the walk starts); each must lie inside one
-	// region of Mem (checked when the walk first looks inside it). Stacks
-	// with Low == 0 are ignored.
-	Stacks []Stack
-	// FP and PC are where the walk starts: for the current task the
-	// caller's frame pointer and return address, for a blocked task
-	// thread_saved_fp and thread_saved_pc, from a pt_regs its regs[29]
-	// and pc.
-	FP, PC uint64
-	// Source is the first frame's source: SourceCaller (the default when
-	// zero), SourceTask or SourceRegsPC.
-	Source Source
-	// Layout says which bits of a return address are PAC (the zero Layout
-	// has none).
-	Layout ptrauth.Layout
-	// TaskPtRegs is the address of the task's pt_regs (task_pt_regs, see
-	// TaskPtRegsAddr). The FINAL meta record ends a walk only at
-	// TaskPtRegs+PtRegsStackFrameOff. 0: no FINAL record is valid.
-	TaskPtRegs uint64
-	// GraphTrampoline is the function-graph tracer's return trampoline
-	// (return_to_handler); 0 disables graph recovery.
-	GraphTrampoline uint64
-	// GraphStack is the address of the task's graph return stack (see
-	// RetStackEntriesOff); 0 means the task has none (task->ret_stack is
-	// NULL), and a trampoline lr is then left as it is, as the kernel does.
-	GraphStack uint64
-	// KretprobeTrampoline is the kretprobe trampoline; 0 disables
-	// kretprobe recovery.
-	KretprobeTrampoline uint64
-	// KretprobeStack is the address of the task's kretprobe instances in
-	// the same layout; 0 means none, so a trampoline lr is corruption.
-	KretprobeStack uint64
-	// Reliable gives arch_stack_walk_reliable's behaviour: the walk fails
-	// with ErrUnreliable at the first exception boundary, at a start from
-	// pt_regs, at an unrecovered trampoline, and at any end but FINAL.
-	Reliable bool
-	// ZeroFPEnds ends the walk successfully (EndZeroFP) when the frame
-	// pointer to follow is 0, as AAPCS64 user-space chains end. The kernel
-	// never sets it: a kernel chain ends at FINAL, and fp == 0 is
-	// corruption.
-	ZeroFPEnds bool
-}
 
 // stackInfo is one accessible stack during a walk (struct stack_info plus
 // what the model needs).
 type stackInfo struct {
 	low, high uint64 // accessible part; low == 0: inaccessible (left or never there)
 	base, top uint64 // the stack as configured, for error messages
-	words     []uint64
-	kind      StackKind
-	idx       int32 // index in Config.Stacks
+	// words is the stack's memory, exactly [base, top), once the walk
+	// has looked inside it: the model's words, or a view of the caller's
+	// Stack.Data (see wordsOf).
+	words []uint64
+	kind  StackKind
+	idx   int32 // index in Config.Stacks
 }
 
 // onStack reports whether the size bytes at sp lie inside s
@@ -147,8 +96,9 @@ type Unwinder struct {
 }
 
 // Init prepares u for a walk of c, which must not change until the walk
-// ends. A bad Config (nil, no Mem, overlapping or misaligned stacks) is
-// reported by the first Next returning false and Err.
+// ends. A bad Config (nil, a stack without the right Data, overlapping or
+// misaligned stacks, an invalid Source) is reported by the first Next
+// returning false and Err.
 func (u *Unwinder) Init(c *Config) {
 	if c == nil {
 		*u = Unwinder{}
@@ -164,12 +114,12 @@ func (u *Unwinder) init(c *Config) {
 	u.cfg, u.layout, u.inited = *c, c.Layout, true
 	u.graphIdx, u.krNext = -1, -2
 	u.fp, u.pc = c.FP, c.PC
-	u.source = c.Source
-	if u.source == SourceUnknown {
+	switch u.source = c.Source; u.source {
+	case SourceUnknown:
 		u.source = SourceCaller
-	}
-	if c.Mem == nil {
-		u.setErr(fmt.Errorf("fp: Config.Mem is nil"))
+	case SourceCaller, SourceTask, SourceRegsPC:
+	default:
+		u.setErr(fmt.Errorf("fp: Config.Source %v is not a start source (want caller, task or regs-pc)", c.Source))
 		return
 	}
 	if len(c.Stacks) > len(u.buf) {
@@ -182,6 +132,14 @@ func (u *Unwinder) init(c *Config) {
 		}
 		if s.Low%8 != 0 || s.High%8 != 0 || s.High <= s.Low {
 			u.setErr(fmt.Errorf("fp: stack %d %q: [%#x, %#x) is empty or not 8-byte aligned", i, s.Name, s.Low, s.High))
+			return
+		}
+		if s.Data == nil && c.mem == nil {
+			u.setErr(fmt.Errorf("fp: stack %d %q [%#x, %#x) has no Data", i, s.Name, s.Low, s.High))
+			return
+		}
+		if s.Data != nil && uint64(len(s.Data)) != s.High-s.Low {
+			u.setErr(fmt.Errorf("fp: stack %d %q [%#x, %#x): Data holds %#x bytes, want %#x", i, s.Name, s.Low, s.High, len(s.Data), s.High-s.Low))
 			return
 		}
 		stacks := u.list()
@@ -225,7 +183,11 @@ func (u *Unwinder) fail(err error) status {
 // looks inside s. Doing it lazily keeps Init cheap for stacks never
 // visited.
 func (u *Unwinder) resolve(s *stackInfo) bool {
-	r := u.cfg.Mem.Find(s.base)
+	if data := u.cfg.Stacks[s.idx].Data; data != nil {
+		s.words = wordsOf(data) // init checked len(data) == top-base
+		return true
+	}
+	r := u.cfg.mem.Find(s.base) // init made sure mem != nil for a stack without data
 	if r == nil || !r.Contains(s.base, s.top-s.base) {
 		u.err = fmt.Errorf("fp: stack %q [%#x, %#x) is not inside one memory region", u.cfg.Stacks[s.idx].Name, s.base, s.top)
 		return false
@@ -290,10 +252,10 @@ func (u *Unwinder) outside(rule, what string, sp, size uint64) error {
 	}
 	if u.cur.low != 0 && sp >= u.cur.base && sp < u.cur.top {
 		if sp < u.cur.low {
-			return errs.Corruptf("fp not increasing", sp, "%s at %#x is below %#x, the end of the last object consumed on stack %q",
+			return errs.Corruptf(RuleFPNotIncreasing, sp, "%s at %#x is below %#x, the end of the last object consumed on stack %q",
 				what, sp, u.cur.low, u.stackName(&u.cur))
 		}
-		return errs.Corruptf("object crosses stack end", sp, "%d-byte %s at %#x does not fit below %#x, the top of stack %q",
+		return errs.Corruptf(RuleObjectCrossesStackEnd, sp, "%d-byte %s at %#x does not fit below %#x, the top of stack %q",
 			size, what, sp, u.cur.top, u.stackName(&u.cur))
 	}
 	stacks := u.list()
@@ -303,9 +265,9 @@ func (u *Unwinder) outside(rule, what string, sp, size uint64) error {
 			continue
 		}
 		if s.low == 0 {
-			return errs.Corruptf("stack re-entered", sp, "%s at %#x is on stack %q, which the walk has left", what, sp, u.stackName(s))
+			return errs.Corruptf(RuleStackReentered, sp, "%s at %#x is on stack %q, which the walk has left", what, sp, u.stackName(s))
 		}
-		return errs.Corruptf("object crosses stack end", sp, "%d-byte %s at %#x does not fit below %#x, the top of stack %q",
+		return errs.Corruptf(RuleObjectCrossesStackEnd, sp, "%d-byte %s at %#x does not fit below %#x, the top of stack %q",
 			size, what, sp, s.top, u.stackName(s))
 	}
 	return errs.Corruptf(rule, sp, "%s at %#x is in no accessible stack", what, sp)
@@ -317,7 +279,7 @@ func (u *Unwinder) nextFrameRecord() status {
 	fp := u.fp
 	// Rule: fp is 8-byte aligned.
 	if fp&7 != 0 {
-		return u.fail(errs.Corrupt("misaligned fp", fp))
+		return u.fail(errs.Corrupt(RuleMisalignedFP, fp))
 	}
 	// Rule: the 16-byte record lies inside an accessible stack, above
 	// everything already consumed on it.
@@ -326,7 +288,7 @@ func (u *Unwinder) nextFrameRecord() status {
 		if fp == 0 && u.cfg.ZeroFPEnds && u.err == nil {
 			return stepZeroFP
 		}
-		return u.fail(u.outside("fp outside stacks", "frame record", fp, FrameRecordSize))
+		return u.fail(u.outside(RuleFPOutsideStacks, "frame record", fp, FrameRecordSize))
 	}
 	newFP := s.load(fp)
 	newPC := s.load(fp + 8)
@@ -347,7 +309,7 @@ func (u *Unwinder) nextFrameRecordMeta() status {
 	// Rule: the whole 24-byte meta record lies inside an accessible stack.
 	s := u.findStack(fp, MetaRecordSize)
 	if s == nil {
-		return u.fail(u.outside("meta record outside stacks", "meta record", fp, MetaRecordSize))
+		return u.fail(u.outside(RuleMetaRecordOutsideStacks, "meta record", fp, MetaRecordSize))
 	}
 	switch typ := s.load(fp + MetaTypeOff); typ {
 	case MetaFinal:
@@ -356,12 +318,12 @@ func (u *Unwinder) nextFrameRecordMeta() status {
 		if t := u.cfg.TaskPtRegs; t != 0 && fp == t+PtRegsStackFrameOff {
 			return stepFinal
 		}
-		return u.fail(errs.Corruptf("final record not at task pt_regs", fp, "task pt_regs stackframe is at %#x", u.cfg.TaskPtRegs+PtRegsStackFrameOff))
+		return u.fail(errs.Corruptf(RuleFinalNotAtTaskPtRegs, fp, "task pt_regs stackframe is at %#x", u.cfg.TaskPtRegs+PtRegsStackFrameOff))
 	case MetaPtRegs:
 		return u.nextRegsPC()
 	default:
 		// Rule: every other type (including MetaNone) is corruption.
-		return u.fail(errs.Corruptf("bad meta record type", fp, "type %#x", typ))
+		return u.fail(errs.Corruptf(RuleBadMetaType, fp, "type %#x", typ))
 	}
 }
 
@@ -373,14 +335,14 @@ func (u *Unwinder) nextRegsPC() status {
 	// The pt_regs start PtRegsStackFrameOff below the meta record; an fp
 	// too small to have them is outside every stack (no wrap-around).
 	if fp < PtRegsStackFrameOff {
-		return u.fail(errs.Corruptf("pt_regs outside stacks", fp, "meta record at %#x has no room for pt_regs below it", fp))
+		return u.fail(errs.Corruptf(RulePtRegsOutsideStacks, fp, "meta record at %#x has no room for pt_regs below it", fp))
 	}
 	regs := fp - PtRegsStackFrameOff
 	// Rule: the whole pt_regs lie inside an accessible stack, above
 	// everything already consumed on it.
 	s := u.findStack(regs, PtRegsSize)
 	if s == nil {
-		return u.fail(u.outside("pt_regs outside stacks", "pt_regs", regs, PtRegsSize))
+		return u.fail(u.outside(RulePtRegsOutsideStacks, "pt_regs", regs, PtRegsSize))
 	}
 	pc := s.load(regs + PtRegsPCOff)
 	x29 := s.load(regs + PtRegsX29Off)
@@ -508,18 +470,24 @@ func (u *Unwinder) Frame() Frame {
 }
 
 // Stop ends the walk early, as a consumer returning false does: End
-// becomes EndStopped unless the walk had already ended.
+// becomes EndStopped unless the walk had already ended. In reliable mode
+// a stopped walk is unreliable (arch_stack_walk_reliable fails when its
+// consumer returns false), so Err then wraps [ErrUnreliable].
 func (u *Unwinder) Stop() {
 	if u.end == EndNone {
 		u.end = EndStopped
+		if u.cfg.Reliable {
+			u.err = unreliable(u.fp, "consumer stopped the walk")
+		}
 	}
 }
 
 // End returns how the walk ended, EndNone while it is still going.
 func (u *Unwinder) End() End { return u.end }
 
-// Err returns the error that ended the walk, or nil. It wraps ErrCorrupt
-// (as a *CorruptError) for corrupt stacks, ErrUnreliable for a reliable
-// walk that met something unreliable, and is a plain error for a bad
-// Config.
+// Err returns the error that ended the walk, or nil. It wraps [ErrCorrupt]
+// (as a *[CorruptError]) for corrupt stacks, [ErrUnreliable] for a
+// reliable walk that met something unreliable or was stopped, and is a
+// plain error for a bad Config. In reliable mode Err is nil only when End
+// is [EndFinal].
 func (u *Unwinder) Err() error { return u.err }

@@ -9,7 +9,9 @@ import (
 // returns false (EndStopped), the walk reaches its end (EndFinal,
 // EndZeroFP), or it fails (EndError with the error). Frames reported
 // before a failure stay reported: a failed walk has given the frames it
-// had.
+// had. With [Config.Reliable], a walk fn stopped is unreliable: Walk
+// returns EndStopped and an error wrapping [ErrUnreliable], as
+// arch_stack_walk_reliable fails when its consumer returns false.
 func Walk(c *Config, fn func(Frame) bool) (End, error) {
 	var u Unwinder
 	u.Init(c)
@@ -26,6 +28,14 @@ func Walk(c *Config, fn func(Frame) bool) (End, error) {
 // frame comes with a nil error; a walk that fails ends with one last pair
 // (Frame{}, err). A complete walk and one the consumer breaks off yield no
 // error; use Walk or Unwinder to tell EndFinal from EndZeroFP.
+//
+// With [Config.Reliable], Frames yields an error wrapping [ErrUnreliable]
+// itself whenever the walk breaks a reliability rule before the consumer
+// stops (an exception boundary, an unrecovered trampoline, an end other
+// than FINAL). An iterator cannot report anything after its consumer
+// breaks off, so breaking off yields no verdict at all: a caller that
+// needs one ("this trace is reliable") must use [Save], [SaveEnd], [Walk]
+// or an [Unwinder], which report a stopped reliable walk as unreliable.
 func Frames(c *Config) iter.Seq2[Frame, error] {
 	return func(yield func(Frame, error) bool) {
 		var u Unwinder
@@ -46,6 +56,13 @@ func Frames(c *Config) iter.Seq2[Frame, error] {
 // (stack_trace_save(store, len(store), skip)). It returns the number of
 // addresses stored. A full store is not an error: the count is then
 // len(store). A failed walk returns the addresses it had and the error.
+//
+// With [Config.Reliable] (stack_trace_save_tsk_reliable), Save succeeds
+// only when the walk reached the task's FINAL record and the store never
+// became full: a store that fills up, even exactly with the outermost
+// frame, gives the addresses stored and an error wrapping
+// [ErrUnreliable], because the kernel's consumer stops the reliable walk
+// as soon as the store is full. Leave one spare entry.
 func Save(c *Config, store []uint64, skip int) (int, error) {
 	n, _, err := SaveEnd(c, store, skip)
 	return n, err
@@ -54,9 +71,50 @@ func Save(c *Config, store []uint64, skip int) (int, error) {
 // SaveEnd is Save that also says how the walk ended. When the store fills
 // up, SaveEnd takes one more step: EndFinal (or EndZeroFP) if the trace
 // was complete and fitted exactly, EndStopped if more frames follow or that
-// step fails (a full store is never an error).
+// step fails (a full store is never an error). In reliable mode a full
+// store ends the walk at once: EndStopped with [ErrUnreliable].
 func SaveEnd(c *Config, store []uint64, skip int) (n int, end End, err error) {
 	var u Unwinder // zero: init need not clear it again
+	if c != nil && c.Reliable {
+		return u.saveReliable(c, store, skip)
+	}
+	return u.save(c, store, skip)
+}
+
+// saveReliable is SaveEnd in reliable mode, for a zero u. The kernel's
+// consumer (stack_trace_consume_entry) refuses an entry when the store is
+// already full, and it says "stop" after storing the entry that fills the
+// store; arch_stack_walk_reliable fails on either. So the walk stores into
+// all but the last entry; a frame that does not fit there goes into the
+// last entry and fails the walk. (Doing it here keeps the copy loop of
+// save exactly the loop of the unreliable path.)
+func (u *Unwinder) saveReliable(c *Config, store []uint64, skip int) (int, End, error) {
+	limit := len(store) - 1
+	if limit < 0 {
+		limit, skip = 0, 0 // a full store refuses even a frame to skip
+	}
+	n, end, err := u.save(c, store[:limit], skip)
+	if end != EndStopped {
+		return n, end, err
+	}
+	if u.err != nil {
+		// The step after the last frame stored failed: save does not
+		// report that for a full store, but here the store was not.
+		return n, EndError, u.err
+	}
+	// A frame did not fit in store[:limit]; save left it in u.pc.
+	if n < len(store) {
+		store[n] = u.pc
+		n++
+	}
+	u.Stop() // reliable: the walk was stopped, so ErrUnreliable
+	return n, u.end, unreliable(u.fp, "store of %d entries is full", len(store))
+}
+
+// save is SaveEnd for a zero u, with the full-store rule of the unreliable
+// path: a frame that does not fit ends the walk with EndStopped, leaving
+// u.fp and u.pc at that frame and u.end at EndNone.
+func (u *Unwinder) save(c *Config, store []uint64, skip int) (n int, end End, err error) {
 	if c == nil {
 		u.Init(c)
 	} else {
@@ -87,6 +145,7 @@ func SaveEnd(c *Config, store []uint64, skip int) (n int, end End, err error) {
 			skip--
 		} else {
 			if n == len(store) {
+				u.fp, u.pc = fp, pc
 				return n, EndStopped, nil // a frame that does not fit
 			}
 			store[n] = pc

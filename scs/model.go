@@ -301,14 +301,14 @@ func (m *Model) Push(cpu int, lr uint64) error {
 	r, base, limit := m.bounds(cpu)
 	switch {
 	case sp%8 != 0:
-		return errs.Corruptf("misaligned scs pointer", sp, "push on cpu %d", cpu)
+		return errs.Corruptf(errs.RuleMisalignedSCSPointer, sp, "push on cpu %d", cpu)
 	case sp == limit:
-		return errs.Corruptf("scs overflow", sp, "push on cpu %d would overwrite the end magic", cpu)
+		return errs.Corruptf(errs.RuleSCSOverflow, sp, "push on cpu %d would overwrite the end magic", cpu)
 	case sp < base || sp > limit:
-		return errs.Corruptf("scs pointer outside region", sp, "push on cpu %d, %s context stack is [%#x, %#x)", cpu, m.Context(cpu), base, limit)
+		return errs.Corruptf(errs.RuleSCSPointerOutsideRegion, sp, "push on cpu %d, %s context stack is [%#x, %#x)", cpu, m.Context(cpu), base, limit)
 	}
 	if !r.Store(sp, lr) {
-		return errs.Corruptf("scs pointer outside region", sp, "push on cpu %d", cpu)
+		return errs.Corruptf(errs.RuleSCSPointerOutsideRegion, sp, "push on cpu %d", cpu)
 	}
 	m.x18.Store(cpu, sp+8)
 	bump(&m.stats.Ptr(cpu).pushes)
@@ -329,15 +329,15 @@ func (m *Model) Pop(cpu int) (uint64, error) {
 	r, base, limit := m.bounds(cpu)
 	switch {
 	case sp%8 != 0:
-		return 0, errs.Corruptf("misaligned scs pointer", sp, "pop on cpu %d", cpu)
+		return 0, errs.Corruptf(errs.RuleMisalignedSCSPointer, sp, "pop on cpu %d", cpu)
 	case sp == base:
-		return 0, errs.Corruptf("scs underflow", sp, "pop at the %s context's base on cpu %d", m.Context(cpu), cpu)
+		return 0, errs.Corruptf(errs.RuleSCSUnderflow, sp, "pop at the %s context's base on cpu %d", m.Context(cpu), cpu)
 	case sp < base || sp > limit:
-		return 0, errs.Corruptf("scs pointer outside region", sp, "pop on cpu %d, %s context stack is [%#x, %#x)", cpu, m.Context(cpu), base, limit)
+		return 0, errs.Corruptf(errs.RuleSCSPointerOutsideRegion, sp, "pop on cpu %d, %s context stack is [%#x, %#x)", cpu, m.Context(cpu), base, limit)
 	}
 	v, ok := r.Load(sp - 8)
 	if !ok {
-		return 0, errs.Corruptf("scs pointer outside region", sp, "pop on cpu %d", cpu)
+		return 0, errs.Corruptf(errs.RuleSCSPointerOutsideRegion, sp, "pop on cpu %d", cpu)
 	}
 	m.x18.Store(cpu, sp-8)
 	bump(&m.stats.Ptr(cpu).pops)
@@ -558,10 +558,10 @@ func (m *Model) CheckCorruption(cpu int) error {
 	sp := m.x18.Load(cpu)
 	r, base, limit := m.bounds(cpu)
 	if sp-base >= m.cfg.Size-1 {
-		return errs.Corruptf("scs overflow", sp, "cpu %d %s context: %d bytes past base %#x, size %d", cpu, m.Context(cpu), sp-base, base, m.cfg.Size)
+		return errs.Corruptf(errs.RuleSCSOverflow, sp, "cpu %d %s context: %d bytes past base %#x, size %d", cpu, m.Context(cpu), sp-base, base, m.cfg.Size)
 	}
 	if v, ok := r.Load(limit); !ok || v != EndMagic {
-		return errs.Corruptf("scs end magic overwritten", limit, "cpu %d %s context: %#x", cpu, m.Context(cpu), v)
+		return errs.Corruptf(errs.RuleSCSEndMagicOverwritten, limit, "cpu %d %s context: %#x", cpu, m.Context(cpu), v)
 	}
 	return nil
 }

@@ -148,39 +148,39 @@ func Save(v *View, store []uint64, skip int) (int, error) {
 func (s *Segment) slots() (words []uint64, lo, hi int, err error) {
 	r := s.Region
 	if r == nil {
-		return nil, 0, 0, errs.Corruptf("scs region missing", s.Top, "%s context", s.Context)
+		return nil, 0, 0, errs.Corruptf(errs.RuleSCSRegionMissing, s.Top, "%s context", s.Context)
 	}
 	if s.Base%8 != 0 {
-		return nil, 0, 0, errs.Corruptf("misaligned scs base", s.Base, "%s context", s.Context)
+		return nil, 0, 0, errs.Corruptf(errs.RuleMisalignedSCSBase, s.Base, "%s context", s.Context)
 	}
 	if !r.Contains(s.Base, 0) {
-		return nil, 0, 0, errs.Corruptf("scs base outside region", s.Base, "%s context, region %s", s.Context, r)
+		return nil, 0, 0, errs.Corruptf(errs.RuleSCSBaseOutsideRegion, s.Base, "%s context, region %s", s.Context, r)
 	}
 	limit := r.End()
 	if s.Size != 0 {
 		if s.Size%8 != 0 || !r.Contains(s.Base, s.Size) {
-			return nil, 0, 0, errs.Corruptf("scs outside region", s.Base, "%s context, %d bytes, region %s", s.Context, s.Size, r)
+			return nil, 0, 0, errs.Corruptf(errs.RuleSCSOutsideRegion, s.Base, "%s context, %d bytes, region %s", s.Context, s.Size, r)
 		}
 		limit = s.Base + s.Size
 	}
 	words = r.Words()
 	if s.Magic {
 		if limit-s.Base < 8 {
-			return nil, 0, 0, errs.Corruptf("scs too small for end magic", s.Base, "%s context", s.Context)
+			return nil, 0, 0, errs.Corruptf(errs.RuleSCSTooSmallForEndMagic, s.Base, "%s context", s.Context)
 		}
 		limit -= 8
 		if w := atomic.LoadUint64(&words[(limit-r.Base)/8]); w != EndMagic {
-			return nil, 0, 0, errs.Corruptf("scs end magic overwritten", limit, "%s context: %#x", s.Context, w)
+			return nil, 0, 0, errs.Corruptf(errs.RuleSCSEndMagicOverwritten, limit, "%s context: %#x", s.Context, w)
 		}
 	}
 	top := s.Top
 	switch {
 	case top%8 != 0:
-		return nil, 0, 0, errs.Corruptf("misaligned scs pointer", top, "%s context (from %s)", s.Context, s.TopFrom)
+		return nil, 0, 0, errs.Corruptf(errs.RuleMisalignedSCSPointer, top, "%s context (from %s)", s.Context, s.TopFrom)
 	case top < s.Base:
-		return nil, 0, 0, errs.Corruptf("scs pointer below base", top, "%s context (from %s), base %#x", s.Context, s.TopFrom, s.Base)
+		return nil, 0, 0, errs.Corruptf(errs.RuleSCSPointerBelowBase, top, "%s context (from %s), base %#x", s.Context, s.TopFrom, s.Base)
 	case top > limit:
-		return nil, 0, 0, errs.Corruptf("scs pointer outside region", top, "%s context (from %s), stack [%#x, %#x)", s.Context, s.TopFrom, s.Base, limit)
+		return nil, 0, 0, errs.Corruptf(errs.RuleSCSPointerOutsideRegion, top, "%s context (from %s), stack [%#x, %#x)", s.Context, s.TopFrom, s.Base, limit)
 	}
 	return words, int((s.Base - r.Base) / 8), int((top - r.Base) / 8), nil
 }
@@ -190,7 +190,7 @@ func (s *Segment) err() error {
 	if _, _, _, err := s.slots(); err != nil {
 		return err
 	}
-	return errs.Corruptf("bad scs segment", s.Base, "%s context", s.Context) // not reached
+	return errs.Corruptf(errs.RuleBadSCSSegment, s.Base, "%s context", s.Context) // not reached
 }
 
 // span is slots without error values, for Save's fast path: ok is false
@@ -241,7 +241,7 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 		return 0, nil
 	}
 	if v.N < 1 || v.N > len(v.Segs) {
-		return 0, errs.Corruptf("bad scs view", uint64(v.N), "%d segments", v.N)
+		return 0, errs.Corruptf(errs.RuleBadSCSView, uint64(v.N), "%d segments", v.N)
 	}
 	if skip < 0 {
 		skip = 0
@@ -363,7 +363,7 @@ func Frames(v *View, store []Frame, skip int) (int, error) {
 		return 0, nil
 	}
 	if v.N < 1 || v.N > len(v.Segs) {
-		return 0, errs.Corruptf("bad scs view", uint64(v.N), "%d segments", v.N)
+		return 0, errs.Corruptf(errs.RuleBadSCSView, uint64(v.N), "%d segments", v.N)
 	}
 	if skip < 0 {
 		skip = 0

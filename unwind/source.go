@@ -19,13 +19,13 @@ var (
 	ErrNotSupported = errs.ErrNotSupported
 	// ErrCorrupt is wrapped by every *CorruptError.
 	ErrCorrupt = errs.ErrCorrupt
+	// ErrUnreliable: a reliable FP walk (SaveOptions.Reliable) cannot
+	// vouch for its trace; the same value as fp.ErrUnreliable.
+	ErrUnreliable = errs.ErrUnreliable
 	// ErrInterruptedTopHidden: the SCS copy reached a context whose x18 the
 	// OnStack policy left on the interrupted stack.
 	ErrInterruptedTopHidden = scs.ErrInterruptedTopHidden
 )
-
-// CorruptError describes corrupt state: the rule, the address, detail.
-type CorruptError = errs.CorruptError
 
 // Method selects an unwinding technique.
 type Method uint8

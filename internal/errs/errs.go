@@ -30,6 +30,13 @@ var ErrNotSupported error = notSupported{}
 // wrong and where.
 var ErrCorrupt = errors.New("unwindkit: corrupt state")
 
+// ErrUnreliable reports that a reliable walk (arch_stack_walk_reliable)
+// cannot vouch for its trace: it met an exception boundary, an unrecovered
+// return trampoline, an end other than the task's final frame record, or
+// its consumer stopped it (a full store included). It is not corruption:
+// the same stack walks fine without reliable mode.
+var ErrUnreliable = errors.New("unwindkit: unreliable stack trace")
+
 // CorruptError describes one piece of corruption: the rule that was broken,
 // the address where it was found, and optional detail.
 type CorruptError struct {
@@ -48,6 +55,29 @@ func (e *CorruptError) Error() string {
 
 // Unwrap returns ErrCorrupt, so errors.Is(err, ErrCorrupt) holds.
 func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+
+// asHooks fill the public CorruptError types (see RegisterAs).
+var asHooks []func(e *CorruptError, target any) bool
+
+// RegisterAs adds f to the conversions As tries. A public package that
+// exports its own CorruptError type (a real type, not an alias of this
+// one) registers, from its init function, an f that fills target when it
+// is a **its.CorruptError and reports whether it did.
+func RegisterAs(f func(e *CorruptError, target any) bool) {
+	asHooks = append(asHooks, f)
+}
+
+// As lets errors.As fill the CorruptError type of any public package
+// from e, so a caller's *CorruptError of whichever unwindkit package it
+// imports matches every corruption error.
+func (e *CorruptError) As(target any) bool {
+	for _, f := range asHooks {
+		if f(e, target) {
+			return true
+		}
+	}
+	return false
+}
 
 // Corrupt returns a *CorruptError for rule at addr.
 func Corrupt(rule string, addr uint64) error {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/internal/mem"
 	"github.com/unwindkit/unwindkit/scs"
 	"github.com/unwindkit/unwindkit/unwind"
 )
@@ -66,13 +67,13 @@ func (c *Core) Frames(t *Thread, method unwind.Method) ([]unwind.Frame, error) {
 func (c *Core) walkFP(t *Thread) ([]unwind.Frame, error) {
 	m, stacks := c.mem.snapshot(t.Regs.SP)
 	cfg := fp.Config{
-		Mem:        m,
 		Stacks:     stacks,
 		FP:         t.Regs.X[29],
 		PC:         t.Regs.PC,
 		Layout:     c.Layout,
 		ZeroFPEnds: true,
 	}
+	mem.AttachFP(&cfg, m) // the core's segments, read through the model's memory type
 	var out []unwind.Frame
 	for f, err := range fp.Frames(&cfg) {
 		if err != nil {

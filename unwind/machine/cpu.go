@@ -84,20 +84,14 @@ func (c *CPU) sourceInto(src *unwind.Source, p *pubState, method unwind.Method, 
 			return fmt.Errorf("unwind: frame-pointer walk: %w", unwind.ErrNotSupported)
 		}
 		t := p.task
-		fc := fp.Config{
-			Mem:    m.mem,
-			Stacks: p.stacks,
-			// Start from the running function's pc and x29
-			// (kunwind_init_from_regs-like); its own pc is then
-			// dropped, so the first frame is its caller's, as for an
-			// unwinder inlined in it.
-			FP:         p.x29,
-			PC:         p.pc,
-			Source:     fp.SourceCaller,
-			Layout:     m.cfg.Layout,
-			TaskPtRegs: t.ptRegs,
-			Reliable:   opts.Reliable,
-		}
+		fc := m.fpMem // the model's memory, read atomically
+		fc.Stacks = p.stacks
+		// Start from the running function's pc and x29
+		// (kunwind_init_from_regs-like); its own pc is then dropped, so
+		// the first frame is its caller's, as for an unwinder inlined in
+		// it.
+		fc.FP, fc.PC, fc.Source = p.x29, p.pc, fp.SourceCaller
+		fc.Layout, fc.TaskPtRegs, fc.Reliable = m.cfg.Layout, t.ptRegs, opts.Reliable
 		if m.cfg.FGraph {
 			fc.GraphTrampoline = m.graphTramp
 			fc.GraphStack = t.graph.region.Base

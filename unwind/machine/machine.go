@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/internal/kabi"
 	"github.com/unwindkit/unwindkit/internal/mem"
 	"github.com/unwindkit/unwindkit/ptrauth"
 	"github.com/unwindkit/unwindkit/scs"
@@ -106,20 +107,21 @@ const (
 	guardSize = 0x4000
 )
 
-// pt_regs layout (arch/arm64/include/asm/ptrace.h), shared with package fp.
+// pt_regs layout (arch/arm64/include/asm/ptrace.h): the kernel ABI's one
+// definition is package kabi, which package fp exports too.
 const (
-	ptRegsSize       = 336
-	ptRegsX18        = 18 * 8
-	ptRegsX29        = 29 * 8
-	ptRegsX30        = 30 * 8
-	ptRegsSP         = 248
-	ptRegsPC         = 256
-	ptRegsPState     = 264
-	ptRegsStackFrame = 296
-	metaFinal        = 1
-	metaPtRegs       = 2
-	pstateEL1h       = 0x3c5 // EL1h with DAIF masked
-	retStackEntries  = 256
+	ptRegsSize       = kabi.PtRegsSize
+	ptRegsX18        = kabi.PtRegsX18Off
+	ptRegsX29        = kabi.PtRegsX29Off
+	ptRegsX30        = kabi.PtRegsLROff
+	ptRegsSP         = kabi.PtRegsSPOff
+	ptRegsPC         = kabi.PtRegsPCOff
+	ptRegsPState     = kabi.PtRegsPstateOff
+	ptRegsStackFrame = kabi.PtRegsStackFrameOff
+	metaFinal        = kabi.MetaFinal
+	metaPtRegs       = kabi.MetaPtRegs
+	pstateEL1h       = kabi.PstateEL1h
+	retStackEntries  = 256 // the model's return stacks' capacity (a model choice, not ABI)
 )
 
 // Machine is a modelled arm64 system: CPUs, tasks, a text region of real
@@ -133,6 +135,10 @@ type Machine struct {
 	sym  *unwind.Symbolizer
 	scs  *scs.Model // nil when the shadow call stack is off
 	cpus []*CPU
+	// fpMem is an fp.Config holding only the model's memory (attached
+	// once with mem.AttachFP): every FP Config of the model starts as a
+	// copy of it, so attaching costs no escape per unwind.
+	fpMem fp.Config
 
 	mu    sync.Mutex // tasks, Switch, the allocator
 	tasks []*Task
@@ -166,7 +172,7 @@ func (r *retStack) push(ret, fp uint64) error {
 	if r.n >= retStackEntries {
 		return errors.New("unwind: return stack full")
 	}
-	a := r.region.Base + 8 + 16*uint64(r.n)
+	a := r.region.Base + kabi.RetStackEntriesOff + kabi.RetStackEntrySize*uint64(r.n)
 	r.region.Store(a, ret)
 	r.region.Store(a+8, fp)
 	r.n++
@@ -248,6 +254,7 @@ func NewMachine(cfg Config) (*Machine, error) {
 		cfg.SCSSize = 4096
 	}
 	m := &Machine{cfg: cfg, mem: &mem.Memory{}, next: vmBase}
+	mem.AttachFP(&m.fpMem, m.mem)
 	if err := m.buildText(); err != nil {
 		return nil, err
 	}
@@ -465,7 +472,7 @@ func (m *Machine) NewTask(name, entry string) (*Task, error) {
 		return nil, err
 	}
 	for _, rs := range []**retStack{&t.graph, &t.kprobe} {
-		r, err := m.alloc(name+" return stack", "retstack", 8+16*retStackEntries, 16)
+		r, err := m.alloc(name+" return stack", "retstack", kabi.RetStackEntriesOff+kabi.RetStackEntrySize*retStackEntries, 16)
 		if err != nil {
 			return nil, err
 		}
@@ -477,9 +484,9 @@ func (m *Machine) NewTask(name, entry string) (*Task, error) {
 		}
 	}
 	// The task's pt_regs at the top of its stack, with the FINAL record.
-	t.ptRegs = t.stack.End() - ptRegsSize
+	t.ptRegs = kabi.TaskPtRegs(t.stack.End())
 	t.stack.Store(t.ptRegs+ptRegsPState, 0) // EL0t: a user task's entry regs
-	t.stack.Store(t.ptRegs+ptRegsStackFrame+16, metaFinal)
+	t.stack.Store(t.ptRegs+ptRegsStackFrame+kabi.MetaTypeOff, metaFinal)
 	rf := m.text.byName[FnRetFromFork]
 	ctx := &context{kind: ContextTask, stack: t.stack, sp: t.ptRegs, x29: t.ptRegs + ptRegsStackFrame}
 	ctx.acts = []*activation{{f: rf, pc: rf.blr + 4, entrySP: t.ptRegs}}
@@ -798,7 +805,7 @@ func (c *CPU) writePtRegs(stack *mem.Region, regs uint64, ctx *context, pc uint6
 	stack.Store(regs+ptRegsSP, ctx.sp)
 	stack.Store(regs+ptRegsPC, pc)
 	stack.Store(regs+ptRegsPState, pstateEL1h)
-	stack.Store(regs+ptRegsStackFrame+16, metaPtRegs)
+	stack.Store(regs+ptRegsStackFrame+kabi.MetaTypeOff, metaPtRegs)
 }
 
 // ExitIRQ returns from the IRQ: handle_arch_irq must be the only function

@@ -51,15 +51,10 @@ func (t *Task) Source(method unwind.Method) (*unwind.Source, error) {
 			return nil, fmt.Errorf("unwind: frame-pointer walk: %w", unwind.ErrNotSupported)
 		}
 		ctx := t.ctx
-		fc := fp.Config{
-			Mem:        m.mem,
-			Stacks:     []fp.Stack{{Kind: fp.Task, Low: t.stack.Base, High: t.stack.End(), Name: t.Name}},
-			FP:         ctx.x29,
-			PC:         ctx.top().pc,
-			Source:     fp.SourceTask,
-			Layout:     m.cfg.Layout,
-			TaskPtRegs: t.ptRegs,
-		}
+		fc := m.fpMem // the model's memory, read atomically
+		fc.Stacks = []fp.Stack{{Kind: fp.Task, Low: t.stack.Base, High: t.stack.End(), Name: t.Name}}
+		fc.FP, fc.PC, fc.Source = ctx.x29, ctx.top().pc, fp.SourceTask
+		fc.Layout, fc.TaskPtRegs = m.cfg.Layout, t.ptRegs
 		if m.cfg.FGraph {
 			fc.GraphTrampoline, fc.GraphStack = m.graphTramp, t.graph.region.Base
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/internal/mem"
 	"github.com/unwindkit/unwindkit/internal/snapshot"
 	"github.com/unwindkit/unwindkit/internal/symbridge"
 	"github.com/unwindkit/unwindkit/ptrauth"
@@ -141,7 +142,6 @@ func (s *Snapshot) Source(method unwind.Method) (*unwind.Source, error) {
 		src = unwind.NewSCSSource(&v, unwind.SourceOptions{Symbolizer: s.sym})
 	case unwind.MethodFP:
 		c := fp.Config{
-			Mem:        s.s.Memory,
 			FP:         s.Regs.X29,
 			PC:         s.Regs.PC,
 			Layout:     s.Layout,
@@ -154,6 +154,7 @@ func (s *Snapshot) Source(method unwind.Method) (*unwind.Source, error) {
 			}
 			c.Stacks = append(c.Stacks, fp.Stack{Kind: kind, Low: r.Base, High: r.End(), Name: r.Name})
 		}
+		mem.AttachFP(&c, s.s.Memory) // the capture's memory
 		src = unwind.NewFPSource(&c, unwind.SourceOptions{Symbolizer: s.sym})
 	default:
 		return nil, fmt.Errorf("unwind: unknown method %v", method)

@@ -1,0 +1,45 @@
+package kabi
+
+import "testing"
+
+// struct pt_regs field by field (arch/arm64/include/asm/ptrace.h): each
+// offset is the previous field's end, and the last field ends at
+// PtRegsSize, so one wrong constant breaks the chain.
+func TestPtRegsLayout(t *testing.T) {
+	fields := []struct {
+		name      string
+		off, size uint64
+	}{
+		{"regs[0..30]", 0, 31 * 8},
+		{"sp", PtRegsSPOff, 8},
+		{"pc", PtRegsPCOff, 8},
+		{"pstate", PtRegsPstateOff, 8},
+		{"orig_x0", PtRegsOrigX0Off, 8},
+		{"syscallno+unused2", PtRegsSyscallnoOff, 8},
+		{"sdei_ttbr1", PtRegsSDEITTBR1Off, 8},
+		{"stackframe", PtRegsStackFrameOff, MetaRecordSize},
+		{"lockdep_hardirqs", PtRegsLockdepHardirqsOff, 8},
+		{"exit_rcu+padding", PtRegsExitRCUOff, 8},
+	}
+	end := uint64(0)
+	for _, f := range fields {
+		if f.off != end {
+			t.Errorf("%s at %d, want %d (end of the previous field)", f.name, f.off, end)
+		}
+		end = f.off + f.size
+	}
+	if end != PtRegsSize || PtRegsSize%16 != 0 {
+		t.Errorf("pt_regs end at %d, PtRegsSize %d (must match and keep sp 16-byte aligned)", end, PtRegsSize)
+	}
+	for n, off := range map[uint64]uint64{18: PtRegsX18Off, 29: PtRegsX29Off, 30: PtRegsLROff} {
+		if off != 8*n {
+			t.Errorf("regs[%d] at %d, want %d", n, off, 8*n)
+		}
+	}
+	if MetaTypeOff != FrameRecordSize || MetaRecordSize != MetaTypeOff+8 {
+		t.Errorf("meta record {0, 0, type}: type at %d, size %d", MetaTypeOff, MetaRecordSize)
+	}
+	if TaskPtRegs(0x10000) != 0x10000-PtRegsSize {
+		t.Error("TaskPtRegs")
+	}
+}
