@@ -1,0 +1,5 @@
+//go:build !race
+
+package unwind_test
+
+const raceEnabled = false
