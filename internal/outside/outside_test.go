@@ -1,0 +1,218 @@
+// Package outside holds the test that uses unwindkit the way another
+// module does: a program in a module of its own, in a temporary directory,
+// with a replace pointing at this checkout. It compiles only if every
+// public package can be imported and used from outside, with no internal
+// type in the API the program needs.
+package outside
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// program is the outside module's main package. It imports every public
+// package, builds an FP walk and an SCS copy over memory it made itself,
+// stores the trace in a depot, and asks live.Callers for its own stack.
+const program = `package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"strings"
+
+	"github.com/unwindkit/unwindkit/depot"
+	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/percpu"
+	"github.com/unwindkit/unwindkit/ptrauth"
+	"github.com/unwindkit/unwindkit/scs"
+	"github.com/unwindkit/unwindkit/unwind"
+	"github.com/unwindkit/unwindkit/unwind/core"
+	"github.com/unwindkit/unwindkit/unwind/live"
+	"github.com/unwindkit/unwindkit/unwind/machine"
+	"github.com/unwindkit/unwindkit/unwind/prologue"
+	"github.com/unwindkit/unwindkit/unwind/snapshot"
+	"github.com/unwindkit/unwindkit/unwind/vmcore"
+)
+
+var (
+	layout = ptrauth.NewLayout(48, false)
+	key    = ptrauth.Key{Hi: 0x0123456789abcdef, Lo: 0xfedcba9876543210}
+)
+
+// fpWalk lays out a task stack as bytes (three frame records with signed
+// return addresses, ending at the FINAL meta record in the task's pt_regs)
+// and walks it.
+func fpWalk() *fp.Config {
+	const low = 0x7fff0000
+	data := make([]byte, fp.TaskStackSize)
+	put := func(addr, v uint64) { binary.LittleEndian.PutUint64(data[addr-low:], v) }
+	high := uint64(low + fp.TaskStackSize)
+	regs := fp.TaskPtRegsAddr(high)
+	put(regs+fp.PtRegsStackFrameOff+fp.MetaTypeOff, fp.MetaFinal)
+	x29 := regs + fp.PtRegsStackFrameOff
+	for i := uint64(1); i <= 3; i++ {
+		sp := x29 - 64
+		put(sp, x29)
+		put(sp+8, layout.Sign(0x400000+i, sp, key, ptrauth.QARMA5))
+		x29 = sp
+	}
+	cfg := &fp.Config{
+		Stacks:     []fp.Stack{{Kind: fp.Task, Low: low, High: high, Data: data}},
+		FP:         x29,
+		PC:         0x400000,
+		TaskPtRegs: regs,
+		Layout:     layout,
+		Reliable:   true,
+	}
+	store := make([]uint64, 8)
+	n, end, err := fp.SaveEnd(cfg, store, 0)
+	fmt.Printf("fp: %d frames, end %v, err %v, %#x\n", n, end, err, store[:n])
+	return cfg
+}
+
+// scsCopy copies a shadow call stack the program wrote itself.
+func scsCopy() {
+	// The model's machine pushes real return addresses onto its shadow
+	// stack; the SCS copy and the FP walk of the same CPU agree.
+	cfg := machine.DefaultConfig()
+	cfg.PAC = true
+	cfg.Funcs = []machine.Func{{Name: "outer", Calls: []string{"inner"}}, {Name: "inner"}}
+	m, err := machine.NewMachine(cfg)
+	check(err)
+	t, err := m.NewTask("outside", "outer")
+	check(err)
+	c := m.CPU(0)
+	check(c.Switch(t))
+	check(c.Call("inner"))
+	var got [2][]uint64
+	for i, method := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
+		store := make([]uint64, 16)
+		n, err := c.Unwind(method, machine.Inline, store, machine.SaveOptions{})
+		check(err)
+		got[i] = store[:n]
+	}
+	fmt.Printf("machine: SCS %d frames, FP %d frames, equal %v\n", len(got[0]), len(got[1]), fmt.Sprint(got[0]) == fmt.Sprint(got[1]))
+	// A View with no segments is rejected, not copied.
+	n, err := scs.Save(&scs.View{Layout: layout}, make([]uint64, 4), 0)
+	fmt.Printf("scs: %d entries, err %v\n", n, err)
+}
+
+func main() {
+	cfg := fpWalk()
+	scsCopy()
+
+	// The front door over the same bytes, into a depot.
+	d, err := depot.New(depot.Config{})
+	check(err)
+	src := unwind.NewFPSource(cfg, unwind.SourceOptions{})
+	buf := make([]uint64, 8)
+	h, err := unwind.SaveToDepot(d, src, buf, 1)
+	check(err)
+	h2, err := unwind.SaveToDepot(d, src, buf, 1)
+	check(err)
+	trace, err := d.Fetch(h, nil)
+	check(err)
+	fmt.Printf("depot: same handle %v, %#x\n", h == h2, trace)
+
+	v, err := percpu.NewUint64(2)
+	check(err)
+	v.Store(1, 7)
+	fmt.Println("percpu:", v.Load(0), v.Load(1))
+
+	pcs := make([]uintptr, 64)
+	n := live.Callers(1, pcs)
+	var names []string
+	for fr := range frames(pcs[:n]) {
+		names = append(names, fr)
+	}
+	fmt.Println("live:", names[0], n == runtime.Callers(1, pcs))
+
+	// Captures: each loader rejects an empty file with an error, not a panic.
+	_, err = snapshot.LoadSnapshot(strings.NewReader(""))
+	fmt.Println("snapshot: error", err != nil)
+	_, err = core.Load("empty", bytes.NewReader(nil), 0)
+	fmt.Println("core: error", err != nil)
+	_, err = vmcore.Load("empty", bytes.NewReader(nil), 0)
+	fmt.Println("vmcore: error", err != nil)
+	fmt.Println("prologue: leaf", prologue.ScanCode("ret", 0x1000, []byte{0xc0, 0x03, 0x5f, 0xd6}).Leaf())
+}
+
+func frames(pcs []uintptr) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		fs := runtime.CallersFrames(pcs)
+		for {
+			f, more := fs.Next()
+			if !yield(f.Function) || !more {
+				return
+			}
+		}
+	}
+}
+
+func check(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+`
+
+// want is program's output: the FP walk strips the PACs it signed, the
+// depot deduplicates, live.Callers agrees with runtime.Callers.
+const want = `fp: 4 frames, end final, err <nil>, [0x400000 0x400003 0x400002 0x400001]
+machine: SCS 2 frames, FP 2 frames, equal true
+scs: 0 entries, err unwindkit: corrupt state: bad scs view at 0x0: 0 segments
+depot: same handle true, [0x400003 0x400002 0x400001]
+percpu: 0 7
+live: main.main true
+snapshot: error true
+core: error true
+vmcore: error true
+prologue: leaf true`
+
+// TestOutsideModule builds and runs program in a module of its own. It
+// uses the checkout's go.sum and the requirements of its go.mod, so it
+// needs no network with a filled module cache; CI's -mod=mod is honoured.
+func TestOutsideModule(t *testing.T) {
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go") // the toolchain running this test
+	if _, err := os.Stat(goTool); err != nil {
+		t.Fatalf("no go tool at %s: %v", goTool, err)
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The outside module requires this one and everything this one
+	// requires, at the same versions.
+	gomod := strings.Replace(string(mod), "module github.com/unwindkit/unwindkit", "module example.com/outside", 1) +
+		"\nrequire github.com/unwindkit/unwindkit v0.0.0\n\nreplace github.com/unwindkit/unwindkit => " + root + "\n"
+	dir := t.TempDir()
+	for name, body := range map[string]string{"go.mod": gomod, "go.sum": string(sum), "main.go": program} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(goTool, "run", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("outside module: %v\n%s\ngo.mod:\n%s", err, out, gomod)
+	}
+	if got := strings.TrimSpace(string(out)); got != want {
+		t.Fatalf("outside module printed\n%s\nwant\n%s", got, want)
+	}
+}
