@@ -177,10 +177,6 @@ const (
 // ErrCorrupt shared by all unwindkit packages.
 var ErrCorrupt = errs.ErrCorrupt
 
-// CorruptError describes one piece of corruption: the broken rule, where,
-// and detail. It is the CorruptError shared by all unwindkit packages.
-type CorruptError = errs.CorruptError
-
 // ErrNoSpace reports that a trace could not be stored because the memory
 // limit ([Config.MaxPools]) was reached or [FlagNoAlloc] forbade a new pool.
 var ErrNoSpace = errors.New("depot: no space for a new trace")

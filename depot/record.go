@@ -194,7 +194,7 @@ func (d *Depot) unchanged(p *pool, off int, st uint64) bool {
 }
 
 func overrun(h Handle, n, off int) error {
-	return errs.Corruptf(errs.RuleRecordOverrunsPool, uint64(h), "%d frames at word %d", n, off)
+	return errs.Corruptf(RuleRecordOverrunsPool, uint64(h), "%d frames at word %d", n, off)
 }
 
 // cut cuts trace after its first frame for which filter is true.

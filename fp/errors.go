@@ -64,33 +64,33 @@ func init() {
 // checks it).
 const (
 	// RuleMisalignedFP: a frame pointer is not 8-byte aligned.
-	RuleMisalignedFP = errs.RuleMisalignedFP
+	RuleMisalignedFP = "misaligned fp"
 	// RuleFPOutsideStacks: a frame record lies in no accessible stack.
-	RuleFPOutsideStacks = errs.RuleFPOutsideStacks
+	RuleFPOutsideStacks = "fp outside stacks"
 	// RuleFPNotIncreasing: an object lies below the end of one already
 	// consumed on the same stack (a loop or a backward step).
-	RuleFPNotIncreasing = errs.RuleFPNotIncreasing
+	RuleFPNotIncreasing = "fp not increasing"
 	// RuleObjectCrossesStackEnd: a record, meta record or pt_regs starts
 	// in a stack but runs past its top.
-	RuleObjectCrossesStackEnd = errs.RuleObjectCrossesStackEnd
+	RuleObjectCrossesStackEnd = "object crosses stack end"
 	// RuleStackReentered: an object lies on a stack the walk has left.
-	RuleStackReentered = errs.RuleStackReentered
+	RuleStackReentered = "stack re-entered"
 	// RuleMetaRecordOutsideStacks: a {0, 0} record's 24-byte meta record
 	// lies in no accessible stack.
-	RuleMetaRecordOutsideStacks = errs.RuleMetaRecordOutsideStacks
+	RuleMetaRecordOutsideStacks = "meta record outside stacks"
 	// RuleFinalNotAtTaskPtRegs: a FINAL meta record anywhere but the
 	// task's pt_regs ([Config.TaskPtRegs]).
-	RuleFinalNotAtTaskPtRegs = errs.RuleFinalNotAtTaskPtRegs
+	RuleFinalNotAtTaskPtRegs = "final record not at task pt_regs"
 	// RuleBadMetaType: a meta record of a type other than [MetaFinal]
 	// and [MetaPtRegs].
-	RuleBadMetaType = errs.RuleBadMetaType
+	RuleBadMetaType = "bad meta record type"
 	// RulePtRegsOutsideStacks: the pt_regs around a PT_REGS meta record
 	// lie in no accessible stack.
-	RulePtRegsOutsideStacks = errs.RulePtRegsOutsideStacks
+	RulePtRegsOutsideStacks = "pt_regs outside stacks"
 	// RuleUnrecoverableGraphReturn: a function-graph trampoline lr with
 	// no matching, readable graph return stack entry.
-	RuleUnrecoverableGraphReturn = errs.RuleUnrecoverableGraphReturn
+	RuleUnrecoverableGraphReturn = "unrecoverable graph return"
 	// RuleUnrecoverableKretprobeReturn: a kretprobe trampoline lr with no
 	// matching, readable kretprobe instance.
-	RuleUnrecoverableKretprobeReturn = errs.RuleUnrecoverableKretprobeReturn
+	RuleUnrecoverableKretprobeReturn = "unrecoverable kretprobe return"
 )

@@ -1,82 +1,82 @@
 package fp
 
-import (
-	"fmt"
-
-	"github.com/unwindkit/unwindkit/internal/kabi"
-)
+import "fmt"
 
 // Layout of the objects the unwinder reads, in bytes (arm64 Linux). These
-// are the kernel ABI, defined once for the module: the values are given in
-// each comment.
+// are the kernel ABI (arch/arm64/include/asm/ptrace.h,
+// asm/stacktrace/frame.h, asm/memory.h), defined here once for the module:
+// the machine model in package unwind/machine reads them from here.
 const (
 	// FrameRecordSize is the size of a frame record {fp, lr}
 	// (struct frame_record): 16.
-	FrameRecordSize = kabi.FrameRecordSize
+	FrameRecordSize = 16
 	// MetaRecordSize is the size of a meta record {0, 0, type}
 	// (struct frame_record_meta): 24.
-	MetaRecordSize = kabi.MetaRecordSize
+	MetaRecordSize = 24
 	// MetaTypeOff is the offset of the type word in a meta record: 16.
-	MetaTypeOff = kabi.MetaTypeOff
+	MetaTypeOff = 16
 
 	// PtRegsSize is sizeof(struct pt_regs), PT_REGS_SIZE: 336.
-	PtRegsSize = kabi.PtRegsSize
+	PtRegsSize = 336
+	// PtRegsX18Off is the offset of regs[18], the interrupted shadow call
+	// stack pointer: 144.
+	PtRegsX18Off = 18 * 8
 	// PtRegsX29Off is the offset of regs[29], the interrupted frame
 	// pointer: 232.
-	PtRegsX29Off = kabi.PtRegsX29Off
+	PtRegsX29Off = 29 * 8
 	// PtRegsLROff is the offset of regs[30], the interrupted link
 	// register: 240.
-	PtRegsLROff = kabi.PtRegsLROff
+	PtRegsLROff = 30 * 8
 	// PtRegsSPOff is the offset of sp: 248.
-	PtRegsSPOff = kabi.PtRegsSPOff
+	PtRegsSPOff = 248
 	// PtRegsPCOff is the offset of pc, the interrupted program counter:
 	// 256.
-	PtRegsPCOff = kabi.PtRegsPCOff
+	PtRegsPCOff = 256
 	// PtRegsPstateOff is the offset of pstate: 264.
-	PtRegsPstateOff = kabi.PtRegsPstateOff
+	PtRegsPstateOff = 264
 	// PtRegsOrigX0Off is the offset of orig_x0: 272.
-	PtRegsOrigX0Off = kabi.PtRegsOrigX0Off
+	PtRegsOrigX0Off = 272
 	// PtRegsSyscallnoOff is the offset of syscallno: 280.
-	PtRegsSyscallnoOff = kabi.PtRegsSyscallnoOff
+	PtRegsSyscallnoOff = 280
 	// PtRegsSDEITTBR1Off is the offset of sdei_ttbr1: 288.
-	PtRegsSDEITTBR1Off = kabi.PtRegsSDEITTBR1Off
+	PtRegsSDEITTBR1Off = 288
 	// PtRegsStackFrameOff is the offset of the embedded meta record
 	// (pt_regs::stackframe): 296; its type word is at
 	// PtRegsStackFrameOff+16.
-	PtRegsStackFrameOff = kabi.PtRegsStackFrameOff
+	PtRegsStackFrameOff = 296
 	// PtRegsLockdepHardirqsOff is the offset of lockdep_hardirqs: 320.
-	PtRegsLockdepHardirqsOff = kabi.PtRegsLockdepHardirqsOff
+	PtRegsLockdepHardirqsOff = 320
 	// PtRegsExitRCUOff is the offset of exit_rcu: 328.
-	PtRegsExitRCUOff = kabi.PtRegsExitRCUOff
+	PtRegsExitRCUOff = 328
 )
 
 // Meta record types (FRAME_META_TYPE_*).
 const (
 	// MetaNone (0) is reserved; a meta record of this type is corruption.
-	MetaNone = kabi.MetaNone
+	MetaNone = 0
 	// MetaFinal (1) marks the last record of a task's stack, embedded in
 	// the task's own pt_regs at the top of its stack.
-	MetaFinal = kabi.MetaFinal
+	MetaFinal = 1
 	// MetaPtRegs (2) marks a record embedded in a pt_regs pushed at an
 	// exception boundary.
-	MetaPtRegs = kabi.MetaPtRegs
+	MetaPtRegs = 2
 )
 
 // Default stack sizes in bytes (THREAD_SIZE, IRQ_STACK_SIZE,
 // OVERFLOW_STACK_SIZE, SDEI_STACK_SIZE with 4 KiB pages).
 const (
 	// TaskStackSize is THREAD_SIZE without KASAN: 16 KiB.
-	TaskStackSize = kabi.TaskStackSize
+	TaskStackSize = 16 << 10
 	// TaskStackSizeKASAN is THREAD_SIZE with KASAN (KASAN_THREAD_SHIFT
 	// 1): 32 KiB.
-	TaskStackSizeKASAN = kabi.TaskStackSizeKASAN
+	TaskStackSizeKASAN = 32 << 10
 	// IRQStackSize is IRQ_STACK_SIZE, which equals THREAD_SIZE (use
 	// TaskStackSizeKASAN for a KASAN kernel).
-	IRQStackSize = kabi.IRQStackSize
+	IRQStackSize = TaskStackSize
 	// SDEIStackSize is SDEI_STACK_SIZE, which equals IRQ_STACK_SIZE.
-	SDEIStackSize = kabi.SDEIStackSize
+	SDEIStackSize = IRQStackSize
 	// OverflowStackSize is OVERFLOW_STACK_SIZE: 4 KiB.
-	OverflowStackSize = kabi.OverflowStackSize
+	OverflowStackSize = 4 << 10
 )
 
 // Layout of a return stack (function-graph ret_stack or kretprobe
@@ -86,14 +86,14 @@ const (
 const (
 	// RetStackEntriesOff is the offset of entry 0 from the return stack's
 	// address: 8.
-	RetStackEntriesOff = kabi.RetStackEntriesOff
+	RetStackEntriesOff = 8
 	// RetStackEntrySize is the size of one {ret, fp} entry: 16.
-	RetStackEntrySize = kabi.RetStackEntrySize
+	RetStackEntrySize = 16
 )
 
 // TaskPtRegsAddr returns task_pt_regs for a task stack whose exclusive top
 // is high: the pt_regs that hold the FINAL meta record.
-func TaskPtRegsAddr(high uint64) uint64 { return kabi.TaskPtRegs(high) }
+func TaskPtRegsAddr(high uint64) uint64 { return high - PtRegsSize }
 
 // StackKind is the kind of a stack (enum stack_type).
 type StackKind uint8

@@ -58,8 +58,8 @@ const (
 	RuleUnrecoverableGraphReturn     = fp.RuleUnrecoverableGraphReturn     // see fp.RuleUnrecoverableGraphReturn
 	RuleUnrecoverableKretprobeReturn = fp.RuleUnrecoverableKretprobeReturn // see fp.RuleUnrecoverableKretprobeReturn
 
-	RuleNonMonotonicFP = errs.RuleNonMonotonicFP // Callers: a live frame pointer does not move up the goroutine stack
-	RuleFPOutsideStack = errs.RuleFPOutsideStack // Callers: a live frame pointer leaves the goroutine stack
+	RuleNonMonotonicFP = "non-monotonic fp" // Callers: a live frame pointer does not move up the goroutine stack
+	RuleFPOutsideStack = "fp outside stack" // Callers: a live frame pointer leaves the goroutine stack
 
 	RuleSCSRegionMissing        = scs.RuleSCSRegionMissing        // see scs.RuleSCSRegionMissing
 	RuleMisalignedSCSBase       = scs.RuleMisalignedSCSBase       // see scs.RuleMisalignedSCSBase

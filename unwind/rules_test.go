@@ -18,7 +18,7 @@ func TestCorruptErrorAs(t *testing.T) {
 		err  error
 		rule string
 	}{
-		{errs.Corruptf(errs.RuleFPNotIncreasing, 0x40, "frame record"), fp.RuleFPNotIncreasing},
+		{errs.Corruptf(fp.RuleFPNotIncreasing, 0x40, "frame record"), fp.RuleFPNotIncreasing},
 		{errs.Corrupt(errs.RuleSCSOverflow, 0x80), scs.RuleSCSOverflow},
 		{errs.Corrupt(errs.RuleNonMonotonicFP, 0xc0), RuleNonMonotonicFP},
 	} {

@@ -327,19 +327,24 @@ func BenchmarkScanCode(b *testing.B) {
 	}
 }
 
-func Example() {
+// TestOpenGCCPacretB reads the shapes of three functions of a GCC pac-ret
+// (B key) binary.
+func TestOpenGCCPacretB(t *testing.T) {
 	b, err := Open("../../testdata/arm64/bin/gcc-pacretb.elf")
 	if err != nil {
-		fmt.Println(err)
-		return
+		t.Fatal(err)
 	}
-	for _, name := range []string{"capture", "capture_leaf", "main"} {
+	want := map[string]string{
+		"capture":      "scs push true, sign B (before push true), frame record true, leaf false",
+		"capture_leaf": "scs push false, sign - (before push false), frame record false, leaf true",
+		"main":         "scs push false, sign B (before push false), frame record true, leaf false",
+	}
+	for name, w := range want {
 		f, _ := b.Func(name)
-		fmt.Printf("%s: scs push %v, sign %v (before push %v), frame record %v, leaf %v\n",
-			f.Name, f.SCSPush, f.Sign, f.SignBeforePush, f.FrameRecord, f.Leaf())
+		got := fmt.Sprintf("scs push %v, sign %v (before push %v), frame record %v, leaf %v",
+			f.SCSPush, f.Sign, f.SignBeforePush, f.FrameRecord, f.Leaf())
+		if f.Name != name || got != w {
+			t.Errorf("%s (%s): %s, want %s", name, f.Name, got, w)
+		}
 	}
-	// Output:
-	// capture: scs push true, sign B (before push true), frame record true, leaf false
-	// capture_leaf: scs push false, sign - (before push false), frame record false, leaf true
-	// main: scs push false, sign B (before push false), frame record true, leaf false
 }

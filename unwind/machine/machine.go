@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/unwindkit/unwindkit/fp"
-	"github.com/unwindkit/unwindkit/internal/kabi"
 	"github.com/unwindkit/unwindkit/internal/mem"
 	"github.com/unwindkit/unwindkit/ptrauth"
 	"github.com/unwindkit/unwindkit/scs"
@@ -108,20 +107,20 @@ const (
 )
 
 // pt_regs layout (arch/arm64/include/asm/ptrace.h): the kernel ABI's one
-// definition is package kabi, which package fp exports too.
+// definition is package fp.
 const (
-	ptRegsSize       = kabi.PtRegsSize
-	ptRegsX18        = kabi.PtRegsX18Off
-	ptRegsX29        = kabi.PtRegsX29Off
-	ptRegsX30        = kabi.PtRegsLROff
-	ptRegsSP         = kabi.PtRegsSPOff
-	ptRegsPC         = kabi.PtRegsPCOff
-	ptRegsPState     = kabi.PtRegsPstateOff
-	ptRegsStackFrame = kabi.PtRegsStackFrameOff
-	metaFinal        = kabi.MetaFinal
-	metaPtRegs       = kabi.MetaPtRegs
-	pstateEL1h       = kabi.PstateEL1h
-	retStackEntries  = 256 // the model's return stacks' capacity (a model choice, not ABI)
+	ptRegsSize       = fp.PtRegsSize
+	ptRegsX18        = fp.PtRegsX18Off
+	ptRegsX29        = fp.PtRegsX29Off
+	ptRegsX30        = fp.PtRegsLROff
+	ptRegsSP         = fp.PtRegsSPOff
+	ptRegsPC         = fp.PtRegsPCOff
+	ptRegsPState     = fp.PtRegsPstateOff
+	ptRegsStackFrame = fp.PtRegsStackFrameOff
+	metaFinal        = fp.MetaFinal
+	metaPtRegs       = fp.MetaPtRegs
+	pstateEL1h       = 0x3c5 // PSR_MODE_EL1h with DAIF masked, as kernel_entry saves it for an exception from EL1
+	retStackEntries  = 256   // the model's return stacks' capacity (a model choice, not ABI)
 )
 
 // Machine is a modelled arm64 system: CPUs, tasks, a text region of real
@@ -168,13 +167,13 @@ type retStack struct {
 	n      int
 }
 
-func (r *retStack) push(ret, fp uint64) error {
+func (r *retStack) push(ret, frame uint64) error {
 	if r.n >= retStackEntries {
 		return errors.New("unwind: return stack full")
 	}
-	a := r.region.Base + kabi.RetStackEntriesOff + kabi.RetStackEntrySize*uint64(r.n)
+	a := r.region.Base + fp.RetStackEntriesOff + fp.RetStackEntrySize*uint64(r.n)
 	r.region.Store(a, ret)
-	r.region.Store(a+8, fp)
+	r.region.Store(a+8, frame)
 	r.n++
 	r.region.Store(r.region.Base, uint64(r.n))
 	return nil
@@ -472,7 +471,7 @@ func (m *Machine) NewTask(name, entry string) (*Task, error) {
 		return nil, err
 	}
 	for _, rs := range []**retStack{&t.graph, &t.kprobe} {
-		r, err := m.alloc(name+" return stack", "retstack", kabi.RetStackEntriesOff+kabi.RetStackEntrySize*retStackEntries, 16)
+		r, err := m.alloc(name+" return stack", "retstack", fp.RetStackEntriesOff+fp.RetStackEntrySize*retStackEntries, 16)
 		if err != nil {
 			return nil, err
 		}
@@ -484,9 +483,9 @@ func (m *Machine) NewTask(name, entry string) (*Task, error) {
 		}
 	}
 	// The task's pt_regs at the top of its stack, with the FINAL record.
-	t.ptRegs = kabi.TaskPtRegs(t.stack.End())
+	t.ptRegs = fp.TaskPtRegsAddr(t.stack.End())
 	t.stack.Store(t.ptRegs+ptRegsPState, 0) // EL0t: a user task's entry regs
-	t.stack.Store(t.ptRegs+ptRegsStackFrame+kabi.MetaTypeOff, metaFinal)
+	t.stack.Store(t.ptRegs+ptRegsStackFrame+fp.MetaTypeOff, metaFinal)
 	rf := m.text.byName[FnRetFromFork]
 	ctx := &context{kind: ContextTask, stack: t.stack, sp: t.ptRegs, x29: t.ptRegs + ptRegsStackFrame}
 	ctx.acts = []*activation{{f: rf, pc: rf.blr + 4, entrySP: t.ptRegs}}
@@ -805,7 +804,7 @@ func (c *CPU) writePtRegs(stack *mem.Region, regs uint64, ctx *context, pc uint6
 	stack.Store(regs+ptRegsSP, ctx.sp)
 	stack.Store(regs+ptRegsPC, pc)
 	stack.Store(regs+ptRegsPState, pstateEL1h)
-	stack.Store(regs+ptRegsStackFrame+kabi.MetaTypeOff, metaPtRegs)
+	stack.Store(regs+ptRegsStackFrame+fp.MetaTypeOff, metaPtRegs)
 }
 
 // ExitIRQ returns from the IRQ: handle_arch_irq must be the only function

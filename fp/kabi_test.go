@@ -1,11 +1,11 @@
-package kabi
+package fp
 
 import "testing"
 
 // struct pt_regs field by field (arch/arm64/include/asm/ptrace.h): each
 // offset is the previous field's end, and the last field ends at
 // PtRegsSize, so one wrong constant breaks the chain.
-func TestPtRegsLayout(t *testing.T) {
+func TestKernelABILayout(t *testing.T) {
 	fields := []struct {
 		name      string
 		off, size uint64
@@ -39,7 +39,7 @@ func TestPtRegsLayout(t *testing.T) {
 	if MetaTypeOff != FrameRecordSize || MetaRecordSize != MetaTypeOff+8 {
 		t.Errorf("meta record {0, 0, type}: type at %d, size %d", MetaTypeOff, MetaRecordSize)
 	}
-	if TaskPtRegs(0x10000) != 0x10000-PtRegsSize {
-		t.Error("TaskPtRegs")
+	if TaskPtRegsAddr(0x10000) != 0x10000-PtRegsSize {
+		t.Error("TaskPtRegsAddr")
 	}
 }
