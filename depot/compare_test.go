@@ -1,9 +1,11 @@
-package depot
+package depot_test
 
 import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/unwindkit/unwindkit/internal/benchbody"
 )
 
 // BenchmarkCompare measures the depot, its two peers and the hash floor
@@ -18,53 +20,46 @@ import (
 //
 //	go test -run '^$' -bench Compare -count 5 ./depot
 func BenchmarkCompare(b *testing.B) {
-	set, fresh := benchData()
-	const block = benchTraces
+	const block = benchbody.DepotTraces
+	peers := benchbody.DepotPeers
 	for _, row := range []string{"hit", "miss", "fetch"} {
 		for _, g := range goroutines {
 			b.Run(row+"/"+g.name, func(b *testing.B) {
-				cs := contenders(b)
-				hs := make([][]uint32, len(cs))
+				ops := make([]func(w, i int), len(peers))
 				if row != "miss" {
-					for k, c := range cs {
-						c.fill()
-						hs[k] = make([]uint32, len(set))
-						for i, tr := range set {
-							hs[k][i] = c.save(0, tr)
+					for k, p := range peers {
+						s, err := benchbody.NewFilled(p, g.g)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if row == "hit" {
+							ops[k] = benchbody.HitOp(s)
+						} else {
+							ops[k] = benchbody.FetchOp(s, g.g)
 						}
 					}
 				}
-				d := mustNew(b, Config{})
-				var sinks [2]uint64
-				bufs := [2][]uint64{make([]uint64, 0, benchDepth), make([]uint64, 0, benchDepth)}
-				per := block / g.g
-				// contender k's block; k == len(cs) is the hash floor.
+				hash := benchbody.HashOp(g.g)
+				// peer k's block; k == len(peers) is the hash floor.
 				blockOf := func(k int) time.Duration {
-					if k == len(cs) {
-						t0 := time.Now()
-						run(g.g, block, func(w, i int) { sinks[w] += hashWords(d, set[i%benchTraces]) })
-						return time.Since(t0)
+					op := hash
+					if k < len(peers) {
+						op = ops[k]
 					}
-					c := cs[k]
-					switch row {
-					case "hit":
-						t0 := time.Now()
-						run(g.g, block, func(w, i int) { c.save(w, set[i%benchTraces]) })
-						return time.Since(t0)
-					case "miss":
-						c.fill()
-						t0 := time.Now()
-						run(g.g, block, func(w, i int) { c.save(w, fresh[w*per+(i-w*997)%per]) })
-						return time.Since(t0)
-					default:
-						t0 := time.Now()
-						run(g.g, block, func(w, i int) { bufs[w] = c.fetch(w, hs[k][i%benchTraces], bufs[w][:0]) })
-						return time.Since(t0)
+					if row == "miss" {
+						s, err := benchbody.NewFilled(peers[k], g.g) // rebuilt untimed
+						if err != nil {
+							b.Fatal(err)
+						}
+						op = benchbody.MissOp(s, g.g)
 					}
+					t0 := time.Now()
+					benchbody.Run(g.g, block, op)
+					return time.Since(t0)
 				}
-				n := len(cs) + 1
+				n := len(peers) + 1
 				if row != "hit" {
-					n = len(cs) // the hash floor is reported with the hits
+					n = len(peers) // the hash floor is reported with the hits
 				}
 				ns := make([][]float64, n)
 				ratios := make([][]float64, n)
@@ -81,11 +76,14 @@ func BenchmarkCompare(b *testing.B) {
 					}
 					round++
 				}
-				names := []string{"depot", "mutexmap", "syncmap", "hash"}
 				for k := range n {
-					b.ReportMetric(median(ns[k]), names[k]+"-ns/op")
+					name := "hash"
+					if k < len(peers) {
+						name = peers[k].Name
+					}
+					b.ReportMetric(median(ns[k]), name+"-ns/op")
 					if k > 0 {
-						b.ReportMetric(median(ratios[k]), names[k]+"/depot")
+						b.ReportMetric(median(ratios[k]), name+"/depot")
 					}
 				}
 			})

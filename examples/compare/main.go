@@ -27,12 +27,12 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/unwindkit/unwindkit/depot"
 	"github.com/unwindkit/unwindkit/examples/kasan/slab"
+	"github.com/unwindkit/unwindkit/internal/benchbody"
 	"github.com/unwindkit/unwindkit/scs"
 	"github.com/unwindkit/unwindkit/unwind"
 	"github.com/unwindkit/unwindkit/unwind/live"
@@ -48,55 +48,27 @@ func main() {
 	}
 }
 
-// bench measures ns per operation of functions f(n) that do n operations
-// each. It grows each n until one run takes about target, then runs the
-// functions in turn, reps times, and keeps each one's fastest run: the one
-// least disturbed by the rest of the machine, with drift shared fairly
-// between the functions compared.
+// bench measures ns per operation with the testing package's timing loop
+// (benchbody.Measure: testing.Benchmark, each body in turn, reps times,
+// alternating the order, fastest run of each), about target per run.
 type bench struct {
 	target time.Duration
 	reps   int
 }
 
-func (b bench) ns(fs ...func(n int)) []float64 {
-	ns := make([]int, len(fs))
+// run measures benchmark bodies, the same ones the packages' benchmarks
+// run where there are such (package internal/benchbody).
+func (b bench) run(bodies ...func(*testing.B)) ([]float64, error) {
+	return benchbody.Measure(b.target, b.reps, bodies...)
+}
+
+// ns measures functions f(n) that do n operations each.
+func (b bench) ns(fs ...func(n int)) ([]float64, error) {
+	bodies := make([]func(*testing.B), len(fs))
 	for i, f := range fs {
-		n := 1
-		for {
-			start := time.Now()
-			f(n)
-			el := time.Since(start)
-			if el >= b.target/8 || n >= 1<<30 {
-				if el > 0 {
-					n = max(1, int(float64(n)*float64(b.target)/float64(el)))
-				}
-				break
-			}
-			n *= 4
-		}
-		ns[i] = n
+		bodies[i] = func(tb *testing.B) { f(tb.N) }
 	}
-	best := make([]time.Duration, len(fs))
-	for i := range best {
-		best[i] = time.Duration(1<<63 - 1)
-	}
-	for rep := range b.reps {
-		for k := range fs {
-			i := k
-			if rep%2 == 1 { // alternate the order: no function always runs first
-				i = len(fs) - 1 - k
-			}
-			runtime.GC() // start each run from a collected heap
-			start := time.Now()
-			fs[i](ns[i])
-			best[i] = min(best[i], time.Since(start))
-		}
-	}
-	out := make([]float64, len(fs))
-	for i := range out {
-		out[i] = float64(best[i].Nanoseconds()) / float64(ns[i])
-	}
-	return out
+	return b.run(bodies...)
 }
 
 func run(w io.Writer, short bool) error {
@@ -161,66 +133,25 @@ func header(w io.Writer, short bool) {
 	fmt.Fprintln(w)
 }
 
-// recursionMachine builds a one-CPU machine whose task is depth calls deep.
-func recursionMachine(pac bool, depth int) (*machine.CPU, error) {
-	cfg := machine.DefaultConfig()
-	cfg.PAC = pac
-	cfg.SCSSize = 16384
-	cfg.Funcs = []machine.Func{{Name: "recurse", Calls: []string{"recurse"}}}
-	m, err := machine.NewMachine(cfg)
-	if err != nil {
-		return nil, err
-	}
-	t, err := m.NewTask("bench", "recurse")
-	if err != nil {
-		return nil, err
-	}
-	c := m.CPU(0)
-	if err := c.Switch(t); err != nil {
-		return nil, err
-	}
-	// ret_from_fork and depth-1 recurse frames below the current one: an
-	// unwinder inlined in the innermost function reports depth frames.
-	for c.Depth() < depth+1 {
-		if err := c.Call("recurse"); err != nil {
-			return nil, err
-		}
-	}
-	return c, nil
-}
-
 func modelUnwind(w io.Writer, b bench) error {
 	fmt.Fprintln(w, "#### Modelled arm64 stack: shadow call stack copy vs frame-pointer walk")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| depth | PAC | SCS copy ns/frame | FP walk ns/frame | FP / SCS |")
 	fmt.Fprintln(w, "|---:|:---:|---:|---:|---:|")
 	for _, pac := range []bool{false, true} {
-		for _, depth := range []int{8, 32, 128} {
-			c, err := recursionMachine(pac, depth)
-			if err != nil {
-				return err
-			}
-			var fs []func(int)
+		for _, depth := range benchbody.ModelDepths {
+			var bodies []func(*testing.B)
 			for _, method := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
-				src, err := c.Source(method, machine.SaveOptions{})
+				src, err := benchbody.ModelSource(method, pac, depth)
 				if err != nil {
 					return err
 				}
-				store := make([]uint64, 256)
-				n, err := unwind.Save(src, store, 0)
-				if err != nil {
-					return fmt.Errorf("%v at depth %d: %w", method, depth, err)
-				}
-				if n != depth {
-					return fmt.Errorf("%v at depth %d: %d frames", method, depth, n)
-				}
-				fs = append(fs, func(k int) {
-					for range k {
-						unwind.Save(src, store, 0)
-					}
-				})
+				bodies = append(bodies, func(tb *testing.B) { benchbody.ModelSave(tb, src, depth) })
 			}
-			ns := b.ns(fs...)
+			ns, err := b.run(bodies...)
+			if err != nil {
+				return err
+			}
 			ns[0] /= float64(depth)
 			ns[1] /= float64(depth)
 			fmt.Fprintf(w, "| %d | %s | %.2f | %.2f | %s |\n", depth, onOff(pac), ns[0], ns[1], ratio(ns[1]/ns[0]))
@@ -268,7 +199,10 @@ func policyCost(w io.Writer, b bench) error {
 			fs = append(fs, f)
 			errs = append(errs, errp)
 		}
-		got := b.ns(fs...)
+		got, err := b.ns(fs...)
+		if err != nil {
+			return err
+		}
 		for j := range scs.Policies {
 			if *errs[j] != nil {
 				return *errs[j]
@@ -406,7 +340,10 @@ func liveUnwind(w io.Writer, b bench) error {
 				})
 			})
 		}
-		ns := b.ns(fs...)
+		ns, err := b.ns(fs...)
+		if err != nil {
+			return err
+		}
 		for i := range liveUnwinders {
 			if i == 0 {
 				row += fmt.Sprintf(" %.0f |", ns[i])
@@ -424,167 +361,46 @@ func liveUnwind(w io.Writer, b bench) error {
 	return nil
 }
 
-// mapDepot is the baseline: a Go map from the trace's bytes to a handle,
-// under a mutex, with the traces kept in a slice for Fetch.
-type mapDepot struct {
-	mu     sync.Mutex
-	ids    map[string]uint32
-	traces [][]uint64
-	key    []byte
-}
-
-func newMapDepot() *mapDepot { return &mapDepot{ids: map[string]uint32{}} }
-
-func (d *mapDepot) Save(trace []uint64) uint32 {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.key = d.key[:0]
-	for _, pc := range trace {
-		d.key = append(d.key, byte(pc), byte(pc>>8), byte(pc>>16), byte(pc>>24),
-			byte(pc>>32), byte(pc>>40), byte(pc>>48), byte(pc>>56))
-	}
-	if id, ok := d.ids[string(d.key)]; ok { // no allocation for the lookup
-		return id
-	}
-	d.traces = append(d.traces, append([]uint64(nil), trace...))
-	id := uint32(len(d.traces))
-	d.ids[string(d.key)] = id
-	return id
-}
-
-func (d *mapDepot) Fetch(id uint32, dst []uint64) []uint64 {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return append(dst, d.traces[id-1]...)
-}
-
-const (
-	depotTraces = 4096
-	depotFrames = 32
-)
-
-// traces returns depotTraces distinct kernel-like traces of depotFrames
-// frames that share their outer frames, as real stacks do.
-func traces() [][]uint64 {
-	out := make([][]uint64, depotTraces)
-	var x uint64 = 0x9e3779b97f4a7c15
-	for i := range out {
-		t := make([]uint64, depotFrames)
-		for j := range t {
-			if j < 8 {
-				x ^= x << 13
-				x ^= x >> 7
-				x ^= x << 17
-				t[j] = 0xffff800080000000 + x&0xfffff&^3
-			} else {
-				t[j] = 0xffff800080100000 + uint64(j)*0x40 + uint64(i%8)*0x1000
-			}
-		}
-		out[i] = t
-	}
-	return out
-}
-
 func depotTable(w io.Writer, b bench) error {
-	fmt.Fprintf(w, "#### Stack depot: ns per operation (%d distinct traces of %d frames)\n", depotTraces, depotFrames)
+	fmt.Fprintf(w, "#### Stack depot: ns per operation (%d distinct traces of %d frames)\n", benchbody.DepotTraces, benchbody.DepotDepth)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| operation | depot | map+mutex baseline | baseline / depot |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|")
-	tr := traces()
+	// The bodies of go test -bench ./depot, on the same traces: the depot
+	// and its map-behind-a-mutex peer.
+	dp, mp := benchbody.DepotPeers[0], benchbody.DepotPeers[1]
+	procs := runtime.GOMAXPROCS(0)
+	rows := []struct {
+		name string
+		body func(*testing.B, benchbody.Peer, int)
+		g    int
+	}{
+		{"save, hit", benchbody.SaveHit, 1},
+		{fmt.Sprintf("save, hit, %d goroutines", procs), benchbody.SaveHit, procs},
+		{"save, miss", benchbody.SaveMiss, 1},
+		{"fetch", benchbody.Fetch, 1},
+	}
+	for _, r := range rows {
+		ns, err := b.run(func(tb *testing.B) { r.body(tb, dp, r.g) }, func(tb *testing.B) { r.body(tb, mp, r.g) })
+		if err != nil {
+			return fmt.Errorf("depot %s: %w", r.name, err)
+		}
+		fmt.Fprintf(w, "| %s | %.1f | %.1f | %s |\n", r.name, ns[0], ns[1], ratio(ns[1]/ns[0]))
+	}
 	d, err := depot.New(depot.Config{})
 	if err != nil {
 		return err
 	}
-	md := newMapDepot()
-	hs := make([]depot.Handle, len(tr))
-	ids := make([]uint32, len(tr))
-	for i, t := range tr {
-		if hs[i], err = d.Save(t); err != nil {
+	set, _ := benchbody.DepotTraceSet()
+	for _, t := range set {
+		if _, err := d.Save(t); err != nil {
 			return err
 		}
-		ids[i] = md.Save(t)
 	}
-	row := func(name string, dns, mns float64) {
-		fmt.Fprintf(w, "| %s | %.1f | %.1f | %s |\n", name, dns, mns, ratio(mns/dns))
-	}
-	// Save hit.
-	var derr error
-	ns := b.ns(func(n int) {
-		for i := range n {
-			if _, err := d.Save(tr[i%len(tr)]); err != nil {
-				derr = err
-			}
-		}
-	}, func(n int) {
-		for i := range n {
-			md.Save(tr[i%len(tr)])
-		}
-	})
-	row("save, hit", ns[0], ns[1])
-	// Save hit from GOMAXPROCS goroutines at once.
-	par := func(save func(int)) func(int) {
-		return func(n int) {
-			var wg sync.WaitGroup
-			var next atomic.Int64
-			procs := runtime.GOMAXPROCS(0)
-			for range procs {
-				wg.Go(func() {
-					for {
-						i := int(next.Add(1)) - 1
-						if i >= n {
-							return
-						}
-						save(i)
-					}
-				})
-			}
-			wg.Wait()
-		}
-	}
-	ns = b.ns(par(func(i int) { d.Save(tr[i%len(tr)]) }), par(func(i int) { md.Save(tr[i%len(tr)]) }))
-	row(fmt.Sprintf("save, hit, %d goroutines", runtime.GOMAXPROCS(0)), ns[0], ns[1])
-	// Save miss: fresh stores, every trace new; the store's creation is
-	// not timed.
-	best := [2]time.Duration{1<<63 - 1, 1<<63 - 1}
-	for range 2 * b.reps {
-		d2, err := depot.New(depot.Config{})
-		if err != nil {
-			return err
-		}
-		m2 := newMapDepot()
-		start := time.Now()
-		for _, t := range tr {
-			if _, err := d2.Save(t); err != nil {
-				return err
-			}
-		}
-		best[0] = min(best[0], time.Since(start))
-		start = time.Now()
-		for _, t := range tr {
-			m2.Save(t)
-		}
-		best[1] = min(best[1], time.Since(start))
-	}
-	row("save, miss", float64(best[0].Nanoseconds())/float64(len(tr)), float64(best[1].Nanoseconds())/float64(len(tr)))
-	// Fetch.
-	buf := make([]uint64, 0, depotFrames)
-	ns = b.ns(func(n int) {
-		for i := range n {
-			var err error
-			if buf, err = d.Fetch(hs[i%len(hs)], buf[:0]); err != nil {
-				derr = err
-			}
-		}
-	}, func(n int) {
-		for i := range n {
-			buf = md.Fetch(ids[i%len(ids)], buf[:0])
-		}
-	})
-	row("fetch", ns[0], ns[1])
 	st := d.Stats()
 	fmt.Fprintf(w, "\nDepot memory: %d bytes of pool for %d traces (%.0f bytes per trace, %d frames each), plus %d bytes of buckets.\n\n",
-		st.UsedBytes, st.InUse, float64(st.UsedBytes)/float64(st.InUse), depotFrames, st.TableBytes)
-	return derr
+		st.UsedBytes, st.InUse, float64(st.UsedBytes)/float64(st.InUse), benchbody.DepotDepth, st.TableBytes)
+	return nil
 }
 
 // recordTable times one kasan_save_stack (unwind plus a depot hit) at
@@ -633,7 +449,10 @@ func recordTable(w io.Writer, b bench) error {
 			{"**whole recording**", func(r *slab.RecordBench) func(int) error { return r.All }},
 		}
 		for _, st := range steps {
-			ns := b.ns(wrap(st.get(rbs[0])), wrap(st.get(rbs[1])))
+			ns, err := b.ns(wrap(st.get(rbs[0])), wrap(st.get(rbs[1])))
+			if err != nil {
+				return err
+			}
 			if loopErr != nil {
 				return loopErr
 			}

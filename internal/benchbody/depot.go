@@ -1,0 +1,340 @@
+package benchbody
+
+import (
+	"hash/maphash"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"unsafe"
+
+	"github.com/unwindkit/unwindkit/depot"
+)
+
+// The depot's workload: DepotTraces distinct traces of DepotDepth frames
+// stored, and MissRound more never stored, for misses.
+const (
+	DepotTraces = 4096
+	DepotDepth  = 32
+	MissRound   = 8192 // misses per round; the store is rebuilt between rounds
+	kernelText  = 0xffff800080010000
+)
+
+var (
+	tracesOnce sync.Once
+	storedSet  [][]uint64
+	freshSet   [][]uint64
+)
+
+// DepotTraceSet returns the stored traces and the fresh ones (the same
+// every call): kernel-like traces that share a common root of outer frames
+// and differ in 1 to DepotDepth inner ones, as real stacks do.
+func DepotTraceSet() (stored, fresh [][]uint64) {
+	tracesOnce.Do(func() {
+		all := genTraces(DepotTraces+MissRound, DepotDepth, 42)
+		storedSet, freshSet = all[:DepotTraces], all[DepotTraces:]
+	})
+	return storedSet, freshSet
+}
+
+func genTraces(n, depth int, seed uint64) [][]uint64 {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	roots := make([]uint64, depth)
+	for i := range roots {
+		roots[i] = kernelText + uint64(r.IntN(1<<24))&^3
+	}
+	seen := map[string]bool{}
+	out := make([][]uint64, 0, n)
+	for len(out) < n {
+		t := slices.Clone(roots)
+		k := 1 + r.IntN(depth) // frames that differ from the shared root
+		for i := range k {
+			t[i] = kernelText + uint64(r.IntN(1<<24))&^3
+		}
+		if key := traceString(t); !seen[key] { // t never changes: the key may view it
+			seen[key] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Store is one trace store under test: Save and Fetch as goroutine w
+// (0 <= w < the workers it was made for).
+type Store interface {
+	Save(w int, trace []uint64) uint32
+	Fetch(w int, h uint32, dst []uint64) []uint64
+}
+
+// Peer is a kind of trace store: the depot or what a Go programmer would
+// write instead.
+type Peer struct {
+	Name string
+	// New returns an empty store for up to workers goroutines.
+	New func(workers int) (Store, error)
+}
+
+// DepotPeers are the stores compared: the depot at its default
+// configuration (hit counting on), a map[string] behind a sync.Mutex, and
+// a sync.Map. The baseline of examples/compare is DepotPeers[1].
+var DepotPeers = []Peer{
+	{"depot", func(int) (Store, error) {
+		d, err := depot.New(depot.Config{})
+		return depotStore{d}, err
+	}},
+	{"mutexmap", func(int) (Store, error) { return NewMutexPeer(), nil }},
+	{"syncmap", func(w int) (Store, error) { return NewSyncPeer(w), nil }},
+}
+
+type depotStore struct{ d *depot.Depot }
+
+func (s depotStore) Save(_ int, tr []uint64) uint32 {
+	h, err := s.d.Save(tr)
+	if err != nil {
+		panic(err)
+	}
+	return uint32(h)
+}
+
+func (s depotStore) Fetch(_ int, h uint32, dst []uint64) []uint64 {
+	dst, err := s.d.Fetch(depot.Handle(h), dst)
+	if err != nil {
+		panic(err)
+	}
+	return dst
+}
+
+// NewFilled returns a new store of p, for up to workers goroutines,
+// holding the stored traces.
+func NewFilled(p Peer, workers int) (Store, error) {
+	s, err := p.New(workers)
+	if err != nil {
+		return nil, err
+	}
+	set, _ := DepotTraceSet()
+	for _, tr := range set {
+		s.Save(0, tr)
+	}
+	return s, nil
+}
+
+func mustFilled(b *testing.B, p Peer, workers int) Store {
+	s, err := NewFilled(p, workers)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// Run runs n operations op(w, i) on g goroutines at once, n/g each;
+// goroutine w starts at its own index so that they touch different traces
+// at any moment.
+func Run(g, n int, op func(w, i int)) {
+	if g <= 1 {
+		for i := range n {
+			op(0, i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range g {
+		k := n / g
+		if w == 0 {
+			k += n % g
+		}
+		wg.Go(func() {
+			base := w * 997
+			for i := range k {
+				op(w, base+i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// HitOp saves stored trace i into s (a store from NewFilled): a hit.
+func HitOp(s Store) func(w, i int) {
+	set, _ := DepotTraceSet()
+	return func(w, i int) { s.Save(w, set[i%DepotTraces]) }
+}
+
+// MissOp saves fresh traces into s (a store from NewFilled), goroutine w
+// of g taking its own MissRound/g of them: MissRound operations are all
+// misses, then s must be rebuilt.
+func MissOp(s Store, g int) func(w, i int) {
+	_, fr := DepotTraceSet()
+	per := MissRound / max(g, 1)
+	return func(w, i int) { s.Save(w, fr[w*per+(i-w*997)%per]) }
+}
+
+// FetchOp fetches stored trace i from s (a store from NewFilled) into a
+// reused buffer of goroutine w of g.
+func FetchOp(s Store, g int) func(w, i int) {
+	set, _ := DepotTraceSet()
+	hs := make([]uint32, len(set))
+	for i, tr := range set {
+		hs[i] = s.Save(0, tr)
+	}
+	bufs := make([][]uint64, max(g, 1))
+	for i := range bufs {
+		bufs[i] = make([]uint64, 0, DepotDepth)
+	}
+	return func(w, i int) { bufs[w] = s.Fetch(w, hs[i%DepotTraces], bufs[w][:0]) }
+}
+
+// HashOp hashes stored trace i alone, with the function the depot uses
+// (maphash.Comparable over the trace's bytes): the depot's floor.
+func HashOp(g int) func(w, i int) {
+	set, _ := DepotTraceSet()
+	seed := maphash.MakeSeed()
+	sinks := make([]uint64, max(g, 1)*8) // a cache line apart
+	return func(w, i int) { sinks[w*8] += maphash.Comparable(seed, traceString(set[i%DepotTraces])) }
+}
+
+// SaveHit saves traces the store already holds (the common case: the same
+// allocation and free sites recur), b.N saves split between g goroutines
+// running at once: ns/op is wall time per save.
+func SaveHit(b *testing.B, p Peer, g int) {
+	op := HitOp(mustFilled(b, p, g))
+	b.ReportAllocs()
+	b.ResetTimer()
+	Run(g, b.N, op)
+}
+
+// SaveMiss saves traces never seen before into a store that holds the
+// stored set: rounds of MissRound fresh traces, the store rebuilt (timer
+// stopped) between rounds.
+func SaveMiss(b *testing.B, p Peer, g int) {
+	b.ResetTimer()
+	for done := 0; done < b.N; done += MissRound {
+		b.StopTimer()
+		op := MissOp(mustFilled(b, p, g), g)
+		b.StartTimer()
+		Run(g, min(MissRound, b.N-done), op)
+	}
+}
+
+// Fetch copies a stored trace into a reused buffer per goroutine.
+func Fetch(b *testing.B, p Peer, g int) {
+	op := FetchOp(mustFilled(b, p, g), g)
+	b.ReportAllocs()
+	b.ResetTimer()
+	Run(g, b.N, op)
+}
+
+// Hash is the depot's floor: hashing each trace alone (HashOp).
+func Hash(b *testing.B, g int) {
+	op := HashOp(g)
+	b.ResetTimer()
+	Run(g, b.N, op)
+}
+
+// traceString views a trace's frames as a string, without copying.
+func traceString(t []uint64) string {
+	return unsafe.String((*byte)(unsafe.Pointer(unsafe.SliceData(t))), 8*len(t))
+}
+
+// The peers are what a Go programmer would write instead of a depot. Both
+// key by the trace's bytes as a string, built without allocating on
+// lookup, store a handle on save and give the trace back on fetch, copying
+// its frames into the caller's buffer as depot.Depot.Fetch does. Their
+// records are persistent, like the depot records they are compared with.
+
+// MutexPeer is a map[string]uint32 and a slice of traces by handle, behind
+// one mutex. Handle 0 is unused.
+type MutexPeer struct {
+	mu     sync.Mutex
+	m      map[string]uint32
+	traces [][]uint64
+}
+
+// NewMutexPeer returns an empty MutexPeer.
+func NewMutexPeer() *MutexPeer {
+	return &MutexPeer{m: map[string]uint32{}, traces: [][]uint64{nil}}
+}
+
+// Save returns t's handle, storing a copy of t if it is new.
+func (m *MutexPeer) Save(_ int, t []uint64) uint32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if h, ok := m.m[traceString(t)]; ok { // the compiler makes no copy for a lookup
+		return h
+	}
+	c := append([]uint64(nil), t...)
+	h := uint32(len(m.traces))
+	m.traces = append(m.traces, c)
+	m.m[traceString(c)] = h
+	return h
+}
+
+// Fetch appends the trace stored under h to dst.
+func (m *MutexPeer) Fetch(_ int, h uint32, dst []uint64) []uint64 {
+	m.mu.Lock()
+	tr := m.traces[h]
+	m.mu.Unlock()
+	return append(dst, tr...) // stored traces never change: copy outside the lock
+}
+
+// SyncPeer is two sync.Maps: trace bytes to handle, handle to trace.
+type SyncPeer struct {
+	byTrace  sync.Map // string → uint32
+	byHandle sync.Map // uint32 → []uint64
+	next     atomic.Uint32
+	keys     []syncKeys // per goroutine
+}
+
+// NewSyncPeer returns an empty SyncPeer for up to workers goroutines.
+func NewSyncPeer(workers int) *SyncPeer {
+	return &SyncPeer{keys: make([]syncKeys, max(workers, 1))}
+}
+
+// A sync.Map key is an interface; converting a string or a uint32 to one
+// allocates. A lookup key is boxed instead by pointing an interface at a
+// goroutine's own variable: the maps compare and hash the value it points
+// at and keep no reference to a key they only look up.
+
+func anyString(p *string) any {
+	var k any = ""
+	(*[2]unsafe.Pointer)(unsafe.Pointer(&k))[1] = unsafe.Pointer(p)
+	return k
+}
+
+func anyUint32(p *uint32) any {
+	var k any = uint32(0)
+	(*[2]unsafe.Pointer)(unsafe.Pointer(&k))[1] = unsafe.Pointer(p)
+	return k
+}
+
+// syncKeys holds one goroutine's lookup keys, padded to a cache line.
+type syncKeys struct {
+	s string
+	h uint32
+	_ [64]byte
+}
+
+// Save returns t's handle, storing a copy of t if it is new.
+func (m *SyncPeer) Save(w int, t []uint64) uint32 {
+	k := &m.keys[w]
+	k.s = traceString(t)
+	if h, ok := m.byTrace.Load(anyString(&k.s)); ok {
+		return h.(uint32)
+	}
+	c := append([]uint64(nil), t...)
+	h := m.next.Add(1)
+	m.byHandle.Store(h, c)
+	if old, loaded := m.byTrace.LoadOrStore(traceString(c), h); loaded {
+		m.byHandle.Delete(h)
+		return old.(uint32)
+	}
+	return h
+}
+
+// Fetch appends the trace stored under h to dst.
+func (m *SyncPeer) Fetch(w int, h uint32, dst []uint64) []uint64 {
+	k := &m.keys[w]
+	k.h = h
+	v, _ := m.byHandle.Load(anyUint32(&k.h))
+	tr, _ := v.([]uint64)
+	return append(dst, tr...)
+}

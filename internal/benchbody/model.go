@@ -1,0 +1,75 @@
+package benchbody
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/unwindkit/unwindkit/unwind"
+	"github.com/unwindkit/unwindkit/unwind/machine"
+)
+
+// ModelDepths are the depths at which the modelled stack is unwound.
+var ModelDepths = []int{8, 32, 128}
+
+// RecursionMachine builds a one-CPU machine (PAC on or off, a 16 KiB
+// shadow stack) whose task is depth calls deep: ret_from_fork and depth-1
+// recurse frames below the current one, so an unwinder inlined in the
+// innermost function reports depth frames.
+func RecursionMachine(pac bool, depth int) (*machine.CPU, error) {
+	cfg := machine.DefaultConfig()
+	cfg.PAC = pac
+	cfg.SCSSize = 16384
+	cfg.Funcs = []machine.Func{{Name: "recurse", Calls: []string{"recurse"}}}
+	m, err := machine.NewMachine(cfg)
+	if err != nil {
+		return nil, err
+	}
+	t, err := m.NewTask("bench", "recurse")
+	if err != nil {
+		return nil, err
+	}
+	c := m.CPU(0)
+	if err := c.Switch(t); err != nil {
+		return nil, err
+	}
+	for c.Depth() < depth+1 {
+		if err := c.Call("recurse"); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// ModelSource returns the Source of method for RecursionMachine(pac,
+// depth), checked to unwind exactly depth frames.
+func ModelSource(method unwind.Method, pac bool, depth int) (*unwind.Source, error) {
+	c, err := RecursionMachine(pac, depth)
+	if err != nil {
+		return nil, err
+	}
+	src, err := c.Source(method, machine.SaveOptions{})
+	if err != nil {
+		return nil, err
+	}
+	store := make([]uint64, depth+8)
+	n, err := unwind.Save(src, store, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%v at depth %d: %w", method, depth, err)
+	}
+	if n != depth {
+		return nil, fmt.Errorf("%v at depth %d: %d frames", method, depth, n)
+	}
+	return src, nil
+}
+
+// ModelSave unwinds src with unwind.Save (the SCS copy or the FP walk of
+// the modelled stack, through the front door) into a reused store; it
+// reports ns/frame for depth frames.
+func ModelSave(b *testing.B, src *unwind.Source, depth int) {
+	store := make([]uint64, depth+8)
+	b.ReportAllocs()
+	for b.Loop() {
+		unwind.Save(src, store, 0)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(depth), "ns/frame")
+}
