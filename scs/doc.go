@@ -78,11 +78,31 @@
 //
 // A View is the immutable description Save reads: one Segment per live
 // context, innermost first. Model.View builds one atomically from a running
-// CPU (a sequence lock makes the per-CPU words a consistent snapshot); a
+// CPU (see "Reading a running model" below); a
 // View for a memory snapshot of a real program is a plain struct
 // (NewSnapshotView). Frames is the rich variant: each frame says which
 // context it came from, where its slot was and whether it is an
 // interrupted PC.
+//
+// # Reading a running model
+//
+// A View is taken at one instant: Model.View reads the per-CPU words (x18,
+// the live contexts, the saved pointers, the current task) under the
+// CPU's sequence lock, which every entry, exit and switch holds while it
+// changes them. Pushes do not take that lock (they are the hot path of the
+// model, as of the kernel), so the slots can change after the View was
+// taken and while Save copies them. Each shadow stack therefore keeps a
+// life generation: a push that writes below the highest top the stack has
+// had since the generation last changed (that is, into a slot a reader may
+// have seen live, after a pop or a context re-entry) first bumps the
+// generation; pushes above it and pops leave it alone. The View records
+// each stack's generation, read before its top, and Save and Frames load
+// the generations again after the copy: if one changed they return 0 and
+// ErrChanged, otherwise every slot they read still held its value of the
+// View's instant. A trace from Model.Save (which retries on ErrChanged)
+// or from Save over a Model's View is thus the CPU's shadow stacks at one
+// instant, never a mix of two lifetimes. A View the caller builds over its
+// own memory has no writer, carries no generation, and is not re-checked.
 //
 // Known limit, reproduced and not hidden: when an exception is taken, the
 // interrupted function's own PC is in ELR_EL1 (and then in the pt_regs on
@@ -93,7 +113,8 @@
 // a per-CPU variable (the fix the seed proposes for its v3), and Save
 // inserts it at the boundary; EntryCost shows what that costs.
 //
-// Results: ErrNotSupported when the shadow call stack is disabled
+// Results: ErrChanged when the stacks of a running model changed since
+// the View was taken; ErrNotSupported when the shadow call stack is disabled
 // (errors.Is(err, unix.ENOSYS) holds, as stack_trace_save_shadow returns
 // -ENOSYS); ErrInterruptedTopHidden, with the frames found so far, when the
 // policy left the interrupted x18 where only a frame-pointer walk could find

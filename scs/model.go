@@ -41,6 +41,7 @@ type Task struct {
 	base   uint64      // thread_info.scs_base
 	sp     atomic.Uint64
 	cpu    atomic.Int64 // CPU it runs on, or -1
+	life   life         // the shadow stack's lifetimes, for readers
 }
 
 // Name returns the task's name.
@@ -101,6 +102,9 @@ type Model struct {
 	slot *percpu.Uint64
 	// pc[c]: the PC interrupted by entering c (KeepInterruptedPC).
 	pc [NumContexts]*percpu.Uint64
+	// lives[c]: the lifetimes of the per-CPU shadow stack of context c
+	// (a task's is in its Task).
+	lives *percpu.Var[[NumContexts]life]
 
 	stats *percpu.Var[stats]
 }
@@ -142,6 +146,9 @@ func New(cfg Config, alloc AllocFunc) (*Model, error) {
 	if m.stats, err = percpu.New[stats](n); err != nil {
 		return nil, err
 	}
+	if m.lives, err = percpu.New[[NumContexts]life](n); err != nil {
+		return nil, err
+	}
 	names := [NumContexts]string{CtxIRQ: "irq_shadow_call_stack", CtxSDEINormal: "sdei_shadow_call_stack_normal", CtxSDEICritical: "sdei_shadow_call_stack_critical"}
 	for cpu := 0; cpu < n; cpu++ {
 		if !cfg.Disabled {
@@ -153,6 +160,7 @@ func New(cfg Config, alloc AllocFunc) (*Model, error) {
 				}
 				rs[c] = r
 				m.base[c].Store(cpu, r.Base)
+				m.lives.Ptr(cpu)[c].hw.Store(r.Base)
 			}
 		}
 		t, err := m.NewTask(fmt.Sprintf("swapper/%d", cpu))
@@ -204,6 +212,7 @@ func (m *Model) NewTask(name string) (*Task, error) {
 	}
 	t.region, t.base = r, r.Base
 	t.sp.Store(r.Base)
+	t.life.hw.Store(r.Base)
 	return t, nil
 }
 
@@ -278,11 +287,20 @@ func (m *Model) Base(cpu int, c Context) uint64 {
 }
 
 // bounds returns the current context's region and usable slot range
-// [base, limit), limit being the end magic's address.
-func (m *Model) bounds(cpu int) (r *mem.Region, base, limit uint64) {
+// [base, limit), limit being the end magic's address, and its lifetimes.
+func (m *Model) bounds(cpu int) (r *mem.Region, base, limit uint64, l *life) {
 	c := innermost(m.active.Load(cpu))
 	r, base = m.Region(cpu, c), m.Base(cpu, c)
-	return r, base, base + m.cfg.Size - 8
+	return r, base, base + m.cfg.Size - 8, m.lifeOf(cpu, c)
+}
+
+// lifeOf returns the lifetimes of context c's shadow stack on cpu (c <
+// NumContexts, cpu checked).
+func (m *Model) lifeOf(cpu int, c Context) *life {
+	if c == CtxTask {
+		return &m.cur.Ptr(cpu).Load().life
+	}
+	return &m.lives.Ptr(cpu)[c]
 }
 
 // Push models a prologue's str x30, [x18], #8 on cpu: lr is stored exactly
@@ -298,7 +316,7 @@ func (m *Model) Push(cpu int, lr uint64) error {
 		return ErrNotSupported
 	}
 	sp := m.x18.Load(cpu)
-	r, base, limit := m.bounds(cpu)
+	r, base, limit, l := m.bounds(cpu)
 	switch {
 	case sp%8 != 0:
 		return errs.Corruptf("misaligned scs pointer", sp, "push on cpu %d", cpu)
@@ -307,9 +325,11 @@ func (m *Model) Push(cpu int, lr uint64) error {
 	case sp < base || sp > limit:
 		return errs.Corruptf("scs pointer outside region", sp, "push on cpu %d, %s context stack is [%#x, %#x)", cpu, m.Context(cpu), base, limit)
 	}
-	if !r.Store(sp, lr) {
+	if !r.Contains(sp, 8) {
 		return errs.Corruptf("scs pointer outside region", sp, "push on cpu %d", cpu)
 	}
+	l.write(sp)
+	r.Store(sp, lr)
 	m.x18.Store(cpu, sp+8)
 	bump(&m.stats.Ptr(cpu).pushes)
 	return nil
@@ -326,7 +346,7 @@ func (m *Model) Pop(cpu int) (uint64, error) {
 		return 0, ErrNotSupported
 	}
 	sp := m.x18.Load(cpu)
-	r, base, limit := m.bounds(cpu)
+	r, base, limit, _ := m.bounds(cpu)
 	switch {
 	case sp%8 != 0:
 		return 0, errs.Corruptf("misaligned scs pointer", sp, "pop on cpu %d", cpu)
@@ -435,6 +455,7 @@ func (m *Model) ExitIRQ(cpu int) error {
 		case PerCPU:
 			m.saved[CtxIRQ].Store(cpu, 0)
 		}
+		m.lifeOf(cpu, CtxTask).raise(sp)
 		m.x18.Store(cpu, sp)
 	}
 	m.active.Store(cpu, 0)
@@ -499,6 +520,7 @@ func (m *Model) ExitSDEI(cpu int) error {
 			sp = m.saved[c].Load(cpu)
 			m.saved[c].Store(cpu, 0)
 		}
+		m.lifeOf(cpu, innermost(act&^(1<<c))).raise(sp)
 		m.x18.Store(cpu, sp)
 	}
 	m.active.Store(cpu, act&^(1<<c))
@@ -537,6 +559,7 @@ func (m *Model) Switch(cpu int, t *Task) error {
 	prev.cpu.Store(-1)
 	t.cpu.Store(int64(cpu))
 	m.cur.Ptr(cpu).Store(t)
+	t.life.raise(t.sp.Load())
 	m.x18.Store(cpu, t.sp.Load())
 	m.end(cpu)
 	bump(&m.stats.Ptr(cpu).switches)
@@ -556,7 +579,7 @@ func (m *Model) CheckCorruption(cpu int) error {
 		return ErrNotSupported
 	}
 	sp := m.x18.Load(cpu)
-	r, base, limit := m.bounds(cpu)
+	r, base, limit, _ := m.bounds(cpu)
 	if sp-base >= m.cfg.Size-1 {
 		return errs.Corruptf("scs overflow", sp, "cpu %d %s context: %d bytes past base %#x, size %d", cpu, m.Context(cpu), sp-base, base, m.cfg.Size)
 	}
@@ -571,6 +594,9 @@ func (m *Model) CheckCorruption(cpu int) error {
 func (m *Model) SetX18(cpu int, v uint64) error {
 	if err := m.check(cpu); err != nil {
 		return err
+	}
+	if !m.cfg.Disabled {
+		m.lifeOf(cpu, m.Context(cpu)).raise(v)
 	}
 	m.x18.Store(cpu, v)
 	return nil
@@ -587,6 +613,10 @@ func (m *Model) SetSaved(cpu int, c Context, v uint64) error {
 	}
 	if c == CtxTask || c >= NumContexts {
 		return fmt.Errorf("scs: SetSaved: %s has no saved pointer", c)
+	}
+	if act := m.active.Load(cpu); act&(1<<c) != 0 && !m.cfg.Disabled {
+		// The stack whose top v is: the context c interrupted.
+		m.lifeOf(cpu, innermost(act&(1<<c-1))).raise(v)
 	}
 	switch {
 	case m.cfg.Policy == PerCPU:
@@ -635,6 +665,7 @@ type snapshot struct {
 	taskSP            uint64
 	base, saved, regs [NumContexts]uint64
 	pc                [NumContexts]uint64
+	gen               [NumContexts]uint64 // each stack's life generation, read before any top
 }
 
 func (m *Model) read(cpu int, s *snapshot) {
@@ -644,10 +675,18 @@ func (m *Model) read(cpu int, s *snapshot) {
 			runtime.Gosched()
 			continue
 		}
+		// The generations first, then the tops (see life): a push that
+		// lands between them makes the copy report ErrChanged rather
+		// than go unnoticed.
+		s.task = m.cur.Ptr(cpu).Load()
+		s.gen[CtxTask] = s.task.life.gen.Load()
+		ls := m.lives.Ptr(cpu)
+		for c := CtxIRQ; c < NumContexts; c++ {
+			s.gen[c] = ls[c].gen.Load()
+		}
 		s.active = m.active.Load(cpu)
 		s.x18 = m.x18.Load(cpu)
 		s.slot = m.slot.Load(cpu)
-		s.task = m.cur.Ptr(cpu).Load()
 		s.taskSP = s.task.sp.Load()
 		for c := CtxIRQ; c < NumContexts; c++ {
 			s.base[c] = m.base[c].Load(cpu)
@@ -663,9 +702,12 @@ func (m *Model) read(cpu int, s *snapshot) {
 
 // View returns a consistent snapshot of cpu's shadow stacks for Save and
 // Frames: one Segment per live context, innermost first. It may be called
-// from any goroutine while cpu's driver keeps running; the View stays
-// valid, and Save on it returns a prefix of what the stacks held or an
-// error. When the SCS is disabled the View has Disabled set.
+// from any goroutine while cpu's driver keeps running. The View describes
+// the stacks at one instant and carries each stack's life generation at
+// that instant (see "Reading a running model" in the package doc): Save
+// and Frames on it return what the stacks held at that instant, or
+// ErrChanged once the driver has rewritten a slot the View covers. When
+// the SCS is disabled the View has Disabled set.
 func (m *Model) View(cpu int) (View, error) {
 	var v View
 	err := m.ViewInto(cpu, &v)
@@ -706,9 +748,12 @@ func (m *Model) ViewInto(cpu int, v *View) error {
 		seg.Magic = true
 		if c == CtxTask {
 			seg.Region, seg.Base = s.task.region, s.task.base
+			seg.gen = &s.task.life.gen
 		} else {
 			seg.Region, seg.Base = rs[c], s.base[c]
+			seg.gen = &m.lives.Ptr(cpu)[c].gen
 		}
+		seg.genWant = s.gen[c]
 		seg.Top, seg.TopFrom, seg.TopAddr, seg.Hidden = top, from, addr, hidden
 		if c == CtxTask {
 			break
@@ -737,11 +782,22 @@ func (m *Model) ViewInto(cpu int, v *View) error {
 	return nil
 }
 
-// Save is View followed by the package-level Save on cpu.
+// Save is View followed by the package-level Save on cpu, retried while
+// the copy reports ErrChanged (at most saveTries times; then it returns 0
+// and ErrChanged). What it returns is cpu's shadow stacks at one instant.
 func (m *Model) Save(cpu int, store []uint64, skip int) (int, error) {
 	var v View
-	if err := m.ViewInto(cpu, &v); err != nil {
-		return 0, err
+	for try := 0; ; try++ {
+		if err := m.ViewInto(cpu, &v); err != nil {
+			return 0, err
+		}
+		n, err := Save(&v, store, skip)
+		if err != ErrChanged || try+1 == saveTries {
+			return n, err
+		}
+		runtime.Gosched()
 	}
-	return Save(&v, store, skip)
 }
+
+// saveTries bounds Model.Save's retries.
+const saveTries = 100

@@ -81,11 +81,25 @@ type Segment struct {
 	// Save reports it between this segment's entries and the next one's.
 	InterruptedPC    uint64
 	HasInterruptedPC bool
+
+	// gen is the life generation of the model's stack this segment
+	// describes and genWant its value when the View was taken; nil for
+	// a segment over memory without a writer.
+	gen     *atomic.Uint64
+	genWant uint64
 }
 
 // View is the immutable description of a CPU's (or a snapshot's) shadow
 // stacks that Save and Frames read. Build one with Model.View or
 // NewSnapshotView, or fill the fields directly; Save validates everything.
+//
+// A View taken from a Model ([Model.View], [Model.ViewInto]) also carries,
+// in unexported fields, each stack's life generation at the instant it was
+// taken; Save and Frames re-check them after copying and return
+// [ErrChanged] if the model's driver has since rewritten a slot the View
+// covers, so a copy is never a mix of two lifetimes of a stack. A View
+// built over memory the caller owns has no writer and no generations, and
+// is never re-checked.
 type View struct {
 	// Layout strips PACs from entries.
 	Layout ptrauth.Layout
@@ -133,7 +147,10 @@ func NewSnapshotView(r *mem.Region, base, x18 uint64, l ptrauth.Layout) View {
 //
 // On a disabled View it returns ErrNotSupported. At a hidden top it returns
 // the entries so far and ErrInterruptedTopHidden; on corrupt state the
-// entries so far and a *CorruptError naming the rule and address.
+// entries so far and a *CorruptError naming the rule and address. On a
+// View of a running Model whose stacks were rewritten since the View was
+// taken it returns 0 and ErrChanged: whatever it returns otherwise is the
+// stacks at the View's instant.
 //
 // Save is small enough to inline; its loop calls no function per entry.
 func Save(v *View, store []uint64, skip int) (int, error) {
@@ -240,8 +257,17 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 	if len(store) == 0 {
 		return 0, nil
 	}
+	n, last, err := v.copy(store, skip)
+	if v.changed(last + 1) {
+		return 0, ErrChanged
+	}
+	return n, err
+}
+
+// copy is save's copy loop; last is the index of the last segment read.
+func (v *View) copy(store []uint64, skip int) (n, last int, err error) {
 	if v.N < 1 || v.N > len(v.Segs) {
-		return 0, errs.Corruptf("bad scs view", uint64(v.N), "%d segments", v.N)
+		return 0, -1, errs.Corruptf("bad scs view", uint64(v.N), "%d segments", v.N)
 	}
 	if skip < 0 {
 		skip = 0
@@ -249,15 +275,14 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 	// The layout's two PAC masks, kept in registers for the loop.
 	m0 := v.Layout.PACMask(false)
 	d := m0 ^ v.Layout.PACMask(true)
-	n := 0
 	for i := 0; i < v.N; i++ {
 		s := &v.Segs[i]
 		if s.Hidden {
-			return n, s.hiddenErr()
+			return n, i, s.hiddenErr()
 		}
 		words, lo, hi, ok := s.span()
 		if !ok {
-			return n, s.err()
+			return n, i, s.err()
 		}
 		if cnt := hi - lo; skip >= cnt {
 			skip -= cnt
@@ -270,11 +295,11 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 			copyStrip(store[n:n+len(src)], src, m0, d)
 			n += len(src)
 			if n == len(store) {
-				return n, nil
+				return n, i, nil
 			}
 		}
 		if v.StopAtBoundary || i+1 == v.N {
-			break
+			return n, i, nil
 		}
 		if s.HasInterruptedPC {
 			if skip > 0 {
@@ -283,12 +308,12 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 				store[n] = s.InterruptedPC
 				n++
 				if n == len(store) {
-					return n, nil
+					return n, i, nil
 				}
 			}
 		}
 	}
-	return n, nil
+	return n, v.N - 1, nil
 }
 
 // copyStrip is the copy loop, one call per segment: dst[j] is the
@@ -354,7 +379,7 @@ func (f Frame) String() string {
 
 // Frames is Save with provenance: it fills store with the same frames Save
 // would return for the same View and skip (PC equal to Save's entries), and
-// the same error.
+// the same error (ErrChanged included).
 func Frames(v *View, store []Frame, skip int) (int, error) {
 	if v.Disabled {
 		return 0, ErrNotSupported
@@ -362,13 +387,21 @@ func Frames(v *View, store []Frame, skip int) (int, error) {
 	if len(store) == 0 {
 		return 0, nil
 	}
+	n, last, err := v.frames(store, skip)
+	if v.changed(last + 1) {
+		return 0, ErrChanged
+	}
+	return n, err
+}
+
+// frames is Frames' body; last is the index of the last segment read.
+func (v *View) frames(store []Frame, skip int) (n, last int, err error) {
 	if v.N < 1 || v.N > len(v.Segs) {
-		return 0, errs.Corruptf("bad scs view", uint64(v.N), "%d segments", v.N)
+		return 0, -1, errs.Corruptf("bad scs view", uint64(v.N), "%d segments", v.N)
 	}
 	if skip < 0 {
 		skip = 0
 	}
-	n := 0
 	emit := func(f Frame) bool {
 		if skip > 0 {
 			skip--
@@ -384,11 +417,11 @@ func Frames(v *View, store []Frame, skip int) (int, error) {
 	for i := 0; i < v.N; i++ {
 		s := &v.Segs[i]
 		if s.Hidden {
-			return n, s.hiddenErr()
+			return n, i, s.hiddenErr()
 		}
 		words, lo, hi, err := s.slots()
 		if err != nil {
-			return n, err
+			return n, i, err
 		}
 		for w := hi - 1; w >= lo; w-- {
 			if skip > 0 { // skipped slots are not read, as in Save
@@ -397,17 +430,17 @@ func Frames(v *View, store []Frame, skip int) (int, error) {
 			}
 			raw := atomic.LoadUint64(&words[w])
 			if !emit(Frame{PC: v.Layout.Strip(raw), Raw: raw, Context: s.Context, Source: FromSCS, Addr: s.Region.Base + uint64(w)*8}) {
-				return n, nil
+				return n, i, nil
 			}
 		}
 		if v.StopAtBoundary || i+1 == v.N {
-			break
+			return n, i, nil
 		}
 		if s.HasInterruptedPC {
 			if !emit(Frame{PC: s.InterruptedPC, Raw: s.InterruptedPC, Context: v.Segs[i+1].Context, Source: FromInterruptedPC}) {
-				return n, nil
+				return n, i, nil
 			}
 		}
 	}
-	return n, nil
+	return n, v.N - 1, nil
 }
