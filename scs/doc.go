@@ -39,13 +39,19 @@
 //     unwinder finds through sdei_active_{normal,critical}_event.
 //   - OnStack (mainline in 2022): call_on_irq_stack pushes x18 on the
 //     interrupted stack (stp scs_sp, xzr, [sp, #-16]!) before switching;
-//     SDEI keeps it in its saved registers, which in 2022 nothing per-CPU
-//     pointed at. An unwinder that reads only shadow stacks cannot find
-//     either; it needs the frame chain.
+//     an unwinder that reads only shadow stacks cannot find it and needs
+//     the frame chain. SDEI keeps it in its saved registers, as under
+//     every policy (__sdei_asm_handler's stp x18, x19, [x1,
+//     #SDEI_EVENT_INTREGS + 16 * 9], already in 6.1), found through
+//     sdei_active_{normal,critical}_event.
 //   - PerCPU (the seed patch): the interrupted x18 goes to
 //     irq_shadow_call_stack_saved_ptr or
 //     sdei_shadow_call_stack_{normal,critical}_saved_ptr, reset to 0 on exit
 //     so that a non-zero value means "live".
+//
+// Policy.SavedX18 is the one statement of that rule, per policy and
+// context; the model, the machine in package unwind and its expectations
+// all read it.
 //
 // Every entry and exit counts the memory loads, stores and instructions the
 // policy's real sequence performs (EntryCost, ExitCost, Sequence,

@@ -95,7 +95,8 @@ type Model struct {
 	// saved[c]: the PerCPU policy's *_saved_ptr.
 	saved [NumContexts]*percpu.Uint64
 	// sdeiRegs[c]: regs[18] of the SDEI handler's saved interrupted
-	// registers (every policy saves them; ThreadInfo's unwinder reads them).
+	// registers (every policy saves them; see Policy.SavedX18 for which
+	// unwinder reads them).
 	sdeiRegs [NumContexts]*percpu.Uint64
 	// slot: OnStack's stack address holding the task's x18 during an IRQ
 	// (the real code finds it in sp; the model remembers it).
@@ -390,7 +391,8 @@ func (m *Model) EnterIRQ(cpu int, slot, pc uint64) error {
 		return nil
 	}
 	sp := m.x18.Load(cpu)
-	if m.cfg.Policy == OnStack {
+	where := m.cfg.Policy.SavedX18(CtxIRQ)
+	if where == OnInterruptedStack {
 		if slot%16 != 0 {
 			return fmt.Errorf("scs: EnterIRQ on cpu %d: stack slot %#x not 16-byte aligned", cpu, slot)
 		}
@@ -402,14 +404,14 @@ func (m *Model) EnterIRQ(cpu int, slot, pc uint64) error {
 		}
 	}
 	m.begin(cpu)
-	switch m.cfg.Policy {
-	case ThreadInfo:
+	switch where {
+	case InThreadInfo:
 		m.cur.Ptr(cpu).Load().sp.Store(sp)
-	case OnStack:
+	case OnInterruptedStack:
 		m.cfg.Mem.Store(slot, sp)
 		m.cfg.Mem.Store(slot+8, 0)
 		m.slot.Store(cpu, slot)
-	case PerCPU:
+	case InPerCPU:
 		m.saved[CtxIRQ].Store(cpu, sp)
 	}
 	if m.cfg.KeepInterruptedPC {
@@ -433,26 +435,27 @@ func (m *Model) ExitIRQ(cpu int) error {
 		return fmt.Errorf("%w: IRQ exit on cpu %d in %s context", ErrNesting, cpu, c)
 	}
 	var sp uint64
+	where := m.cfg.Policy.SavedX18(CtxIRQ)
 	if !m.cfg.Disabled {
-		switch m.cfg.Policy {
-		case ThreadInfo:
+		switch where {
+		case InThreadInfo:
 			sp = m.cur.Ptr(cpu).Load().sp.Load()
-		case OnStack:
+		case OnInterruptedStack:
 			v, ok := m.cfg.Mem.Load(m.slot.Load(cpu))
 			if !ok {
 				return fmt.Errorf("scs: ExitIRQ on cpu %d: stack slot %#x unmapped", cpu, m.slot.Load(cpu))
 			}
 			sp = v
-		case PerCPU:
+		case InPerCPU:
 			sp = m.saved[CtxIRQ].Load(cpu)
 		}
 	}
 	m.begin(cpu)
 	if !m.cfg.Disabled {
-		switch m.cfg.Policy {
-		case OnStack:
+		switch where {
+		case OnInterruptedStack:
 			m.slot.Store(cpu, 0)
-		case PerCPU:
+		case InPerCPU:
 			m.saved[CtxIRQ].Store(cpu, 0)
 		}
 		m.lifeOf(cpu, CtxTask).raise(sp)
@@ -467,10 +470,12 @@ func (m *Model) ExitIRQ(cpu int) error {
 // EnterSDEI models an SDEI event of normal or critical priority on cpu. A
 // normal event may interrupt the task or an IRQ; a critical one may also
 // interrupt a normal event. The interrupted x18 goes to the handler's saved
-// registers under every policy and, under PerCPU, also to
-// sdei_shadow_call_stack_{normal,critical}_saved_ptr; x18 becomes the
-// per-CPU SDEI shadow stack's base. slot is ignored: SDEI never kept x18 on
-// the interrupted stack. With KeepInterruptedPC pc is stored per-CPU.
+// registers under every policy (__sdei_asm_handler saves all of them) and,
+// under PerCPU, also to sdei_shadow_call_stack_{normal,critical}_saved_ptr;
+// Policy.SavedX18 says which of the two the unwinder reads. x18 becomes
+// the per-CPU SDEI shadow stack's base. slot is unused: no policy keeps
+// SDEI's interrupted x18 on the interrupted stack. With KeepInterruptedPC
+// pc is stored per-CPU.
 func (m *Model) EnterSDEI(cpu int, critical bool, slot, pc uint64) error {
 	if err := m.check(cpu); err != nil {
 		return err
@@ -486,8 +491,8 @@ func (m *Model) EnterSDEI(cpu int, critical bool, slot, pc uint64) error {
 	m.begin(cpu)
 	if !m.cfg.Disabled {
 		sp := m.x18.Load(cpu)
-		m.sdeiRegs[c].Store(cpu, sp)
-		if m.cfg.Policy == PerCPU {
+		m.sdeiRegs[c].Store(cpu, sp) // stp x18, x19, [x1, #SDEI_EVENT_INTREGS + 16 * 9]
+		if m.cfg.Policy.SavedX18(c) == InPerCPU {
 			m.saved[c].Store(cpu, sp)
 		}
 		if m.cfg.KeepInterruptedPC {
@@ -516,7 +521,7 @@ func (m *Model) ExitSDEI(cpu int) error {
 	m.begin(cpu)
 	if !m.cfg.Disabled {
 		sp := m.sdeiRegs[c].Load(cpu)
-		if m.cfg.Policy == PerCPU {
+		if m.cfg.Policy.SavedX18(c) == InPerCPU {
 			sp = m.saved[c].Load(cpu)
 			m.saved[c].Store(cpu, 0)
 		}
@@ -618,14 +623,14 @@ func (m *Model) SetSaved(cpu int, c Context, v uint64) error {
 		// The stack whose top v is: the context c interrupted.
 		m.lifeOf(cpu, innermost(act&(1<<c-1))).raise(v)
 	}
-	switch {
-	case m.cfg.Policy == PerCPU:
+	switch m.cfg.Policy.SavedX18(c) {
+	case InPerCPU:
 		m.saved[c].Store(cpu, v)
-	case c != CtxIRQ:
+	case InSDEIRegs:
 		m.sdeiRegs[c].Store(cpu, v)
-	case m.cfg.Policy == ThreadInfo:
+	case InThreadInfo:
 		m.cur.Ptr(cpu).Load().sp.Store(v)
-	case m.cfg.Policy == OnStack:
+	case OnInterruptedStack:
 		if !m.cfg.Mem.Store(m.slot.Load(cpu), v) {
 			return fmt.Errorf("scs: SetSaved: stack slot %#x unmapped", m.slot.Load(cpu))
 		}
@@ -759,19 +764,18 @@ func (m *Model) ViewInto(cpu int, v *View) error {
 			break
 		}
 		// Where entering c left the interrupted context's x18.
-		addr, hidden = 0, false
-		switch {
-		case m.cfg.Policy == PerCPU:
-			top, from = s.saved[c], InPerCPU
-		case c != CtxIRQ:
-			top, from = s.regs[c], InSDEIRegs
-			hidden = m.cfg.Policy == OnStack
-		case m.cfg.Policy == ThreadInfo:
-			top, from = s.taskSP, InThreadInfo
-		default: // OnStack IRQ
-			top, from, addr, hidden = 0, OnInterruptedStack, s.slot, true
+		from, addr = m.cfg.Policy.SavedX18(c), 0
+		switch from {
+		case InPerCPU:
+			top = s.saved[c]
+		case InSDEIRegs:
+			top = s.regs[c]
+		case InThreadInfo:
+			top = s.taskSP
+		case OnInterruptedStack:
+			addr = s.slot
 		}
-		if hidden {
+		if hidden = from.Hidden(); hidden {
 			top = 0
 		}
 		if m.cfg.KeepInterruptedPC {

@@ -57,7 +57,9 @@ func build(t *testing.T, r *rig, nest []Context, emptyIRQ bool) {
 
 // expected is the ground truth for nest, written from the rules: each
 // context's entries newest first, innermost context first, the interrupted
-// PC between contexts when kept; with OnStack every boundary is hidden.
+// PC between contexts when kept; with OnStack the IRQ boundary is hidden
+// (x18 pushed on the interrupted stack), while an SDEI boundary is not
+// (x18 in the event's saved registers, under every policy).
 func expected(p Policy, nest []Context, keepPC, stop, emptyIRQ bool) ([]uint64, error) {
 	var out []uint64
 	for k := len(nest) - 1; k >= 0; k-- {
@@ -71,7 +73,7 @@ func expected(p Policy, nest []Context, keepPC, stop, emptyIRQ bool) ([]uint64, 
 		if keepPC {
 			out = append(out, interruptedPC(c))
 		}
-		if p == OnStack {
+		if p == OnStack && c == CtxIRQ {
 			return out, ErrInterruptedTopHidden
 		}
 	}
@@ -169,7 +171,7 @@ func TestViewSources(t *testing.T) {
 			if s.TopFrom != want[p][i] {
 				t.Errorf("%s segment %d (%s): top from %s, want %s", p, i, s.Context, s.TopFrom, want[p][i])
 			}
-			if s.Hidden != (p == OnStack && i > 0) {
+			if s.Hidden != (p == OnStack && s.Context == CtxTask) {
 				t.Errorf("%s segment %d: hidden %v", p, i, s.Hidden)
 			}
 			if !s.Hidden {
@@ -532,5 +534,31 @@ func TestStripMatchesLayout(t *testing.T) {
 				t.Fatalf("layout %+v: strip(%#x) = %#x, Layout.Strip %#x", l, p, got, want)
 			}
 		}
+	}
+}
+
+// TestSavedX18 checks the policy table against the kernel's entry code:
+// SDEI keeps the interrupted x18 in the event's saved registers under
+// every policy (the seed patch's per-CPU copy being what its unwinder
+// reads), and only OnStack's IRQ entry hides it.
+func TestSavedX18(t *testing.T) {
+	want := map[Policy][NumContexts]Where{
+		ThreadInfo: {CtxIRQ: InThreadInfo, CtxSDEINormal: InSDEIRegs, CtxSDEICritical: InSDEIRegs},
+		OnStack:    {CtxIRQ: OnInterruptedStack, CtxSDEINormal: InSDEIRegs, CtxSDEICritical: InSDEIRegs},
+		PerCPU:     {CtxIRQ: InPerCPU, CtxSDEINormal: InPerCPU, CtxSDEICritical: InPerCPU},
+	}
+	for _, p := range Policies {
+		for c := CtxTask; c < NumContexts; c++ {
+			w := p.SavedX18(c)
+			if w != want[p][c] {
+				t.Errorf("%s %s: %s, want %s", p, c, w, want[p][c])
+			}
+			if w.Hidden() != (p == OnStack && c == CtxIRQ) {
+				t.Errorf("%s %s: hidden %v", p, c, w.Hidden())
+			}
+		}
+	}
+	if w := Policy(9).SavedX18(CtxIRQ); w != InRegister {
+		t.Errorf("unknown policy: %s", w)
 	}
 }

@@ -750,7 +750,7 @@ func (c *CPU) EnterIRQ() error {
 	h := ha.f
 	cois := m.text.byName[FnCallOnIRQStack]
 	var slot uint64
-	if m.cfg.SCS && m.cfg.Policy == OnStack {
+	if m.cfg.SCS && m.cfg.Policy.SavedX18(ContextIRQ) == scs.OnInterruptedStack {
 		// stp scs_sp, xzr, [sp, #-16]!
 		ctx.sp -= 16
 		slot = ctx.sp
@@ -887,8 +887,11 @@ func (c *CPU) EnterSDEI(critical bool) error {
 	ev.Store(ev.Base+ptRegsX29, ctx.x29)
 	ev.Store(ev.Base+ptRegsX30, ctx.x30)
 	ev.Store(ev.Base+ptRegsPC, ipc)
+	// The interrupted x18 is saved with the other registers (stp x18, x19,
+	// [x1, #SDEI_EVENT_INTREGS + 16 * 9]) under every policy: the one
+	// rule, scs.Policy.SavedX18, puts nothing on the interrupted stack.
 	var slot uint64
-	if m.cfg.SCS && m.cfg.Policy == OnStack {
+	if m.cfg.SCS && m.cfg.Policy.SavedX18(kind) == scs.OnInterruptedStack {
 		ctx.sp -= 16
 		slot = ctx.sp
 	}
