@@ -216,10 +216,9 @@ func FuzzSave(f *testing.F) {
 		v := fuzzView(data, ctl)
 		for i := range v.Segs {
 			s := &v.Segs[i]
-			w1, lo1, hi1, ok := s.span()
-			w2, lo2, hi2, err := s.slots()
-			if ok != (err == nil) || ok && (lo1 != lo2 || hi1 != hi2 || len(w1) != len(w2)) {
-				t.Fatalf("segment %d: span %d %d %v, slots %d %d %v", i, lo1, hi1, ok, lo2, hi2, err)
+			_, lo, hi, bad := s.check()
+			if err := s.err(); (bad == segOK) != (err == nil) || bad == segOK && (lo > hi || lo < 0) {
+				t.Fatalf("segment %d: check %d %d rule %d, err %v", i, lo, hi, bad, err)
 			}
 		}
 		checkAgainstRef(t, &v, skip, int(size))

@@ -108,6 +108,8 @@ type Model struct {
 	lives *percpu.Var[[NumContexts]life]
 
 	stats *percpu.Var[stats]
+
+	m0, d uint64 // cfg.Layout's PAC masks, for Views (see masks)
 }
 
 // New returns a model configured by cfg. alloc places the per-CPU IRQ and
@@ -124,6 +126,7 @@ func New(cfg Config, alloc AllocFunc) (*Model, error) {
 	}
 	n := cfg.NumCPU
 	m := &Model{cfg: cfg, alloc: alloc}
+	m.m0, m.d = masks(&cfg.Layout)
 	u := func() *percpu.Uint64 {
 		v, e := percpu.NewUint64(n)
 		if e != nil && err == nil {
@@ -722,7 +725,7 @@ func (m *Model) View(cpu int) (View, error) {
 // ViewInto is View writing into *v, which it overwrites entirely; it
 // saves copying a View on hot paths.
 func (m *Model) ViewInto(cpu int, v *View) error {
-	*v = View{Layout: m.cfg.Layout}
+	*v = View{Layout: m.cfg.Layout, lay: m.cfg.Layout, m0: m.m0, d: m.d}
 	if err := m.check(cpu); err != nil {
 		return err
 	}

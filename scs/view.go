@@ -3,6 +3,7 @@ package scs
 import (
 	"fmt"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/unwindkit/unwindkit/internal/errs"
 	"github.com/unwindkit/unwindkit/internal/mem"
@@ -113,6 +114,18 @@ type View struct {
 	// innermost first.
 	N    int
 	Segs [NumContexts]Segment
+
+	// lay is the Layout that m0 and d were computed for (see masks): Save
+	// uses them while Layout still equals lay, which spares it a copy of
+	// the Layout per call. The zero values agree with the zero Layout.
+	lay   ptrauth.Layout
+	m0, d uint64
+}
+
+// setLayout sets v.Layout and the masks Save derives from it.
+func (v *View) setLayout(l ptrauth.Layout) {
+	v.Layout, v.lay = l, l
+	v.m0, v.d = masks(&l)
 }
 
 // Segments returns the segments in use, innermost first.
@@ -129,7 +142,8 @@ func (v *View) Segments() []Segment {
 // shadow stacks are guarded by unmapped pages instead) and no nested
 // context; set Segs[0].Size and Segs[0].Magic for a kernel shadow stack.
 func NewSnapshotView(r *mem.Region, base, x18 uint64, l ptrauth.Layout) View {
-	v := View{Layout: l, N: 1}
+	v := View{N: 1}
+	v.setLayout(l)
 	v.Segs[0] = Segment{Context: CtxTask, Region: r, Base: base, Top: x18, TopFrom: InSnapshot}
 	return v
 }
@@ -160,89 +174,112 @@ func Save(v *View, store []uint64, skip int) (int, error) {
 	return v.save(store, skip)
 }
 
-// slots validates segment s and returns its region's words and the word
-// range [lo, hi) of its entries.
-func (s *Segment) slots() (words []uint64, lo, hi int, err error) {
+// segRule names the first rule check finds a segment breaking.
+type segRule uint8
+
+// The segment rules, in the order check tests them.
+const (
+	segOK             segRule = iota
+	segNoRegion               // no memory
+	segMisalignedBase         // Base not 8-byte aligned
+	segBaseOutside            // Base outside the memory
+	segOutside                // Size not a multiple of 8, or past the memory's end
+	segTooSmall               // Magic set on a stack smaller than a word
+	segMagic                  // the end magic overwritten
+	segMisalignedTop          // Top not 8-byte aligned
+	segTopBelow               // Top below Base
+	segTopOutside             // Top past the stack's last slot
+)
+
+// check is the one home of the rules a segment must satisfy before a
+// copy reads it (Save and Frames both call it; err words what it found).
+// It returns the memory's words and the word range [lo, hi) of the
+// segment's entries, or the first rule broken. The only memory it reads is
+// the end magic, once, atomically.
+func (s *Segment) check() (words []uint64, lo, hi int, bad segRule) {
 	r := s.Region
 	if r == nil {
-		return nil, 0, 0, errs.Corruptf("scs region missing", s.Top, "%s context", s.Context)
-	}
-	if s.Base%8 != 0 {
-		return nil, 0, 0, errs.Corruptf("misaligned scs base", s.Base, "%s context", s.Context)
-	}
-	if !r.Contains(s.Base, 0) {
-		return nil, 0, 0, errs.Corruptf("scs base outside region", s.Base, "%s context, region %s", s.Context, r)
-	}
-	limit := r.End()
-	if s.Size != 0 {
-		if s.Size%8 != 0 || !r.Contains(s.Base, s.Size) {
-			return nil, 0, 0, errs.Corruptf("scs outside region", s.Base, "%s context, %d bytes, region %s", s.Context, s.Size, r)
-		}
-		limit = s.Base + s.Size
-	}
-	words = r.Words()
-	if s.Magic {
-		if limit-s.Base < 8 {
-			return nil, 0, 0, errs.Corruptf("scs too small for end magic", s.Base, "%s context", s.Context)
-		}
-		limit -= 8
-		if w := atomic.LoadUint64(&words[(limit-r.Base)/8]); w != EndMagic {
-			return nil, 0, 0, errs.Corruptf("scs end magic overwritten", limit, "%s context: %#x", s.Context, w)
-		}
-	}
-	top := s.Top
-	switch {
-	case top%8 != 0:
-		return nil, 0, 0, errs.Corruptf("misaligned scs pointer", top, "%s context (from %s)", s.Context, s.TopFrom)
-	case top < s.Base:
-		return nil, 0, 0, errs.Corruptf("scs pointer below base", top, "%s context (from %s), base %#x", s.Context, s.TopFrom, s.Base)
-	case top > limit:
-		return nil, 0, 0, errs.Corruptf("scs pointer outside region", top, "%s context (from %s), stack [%#x, %#x)", s.Context, s.TopFrom, s.Base, limit)
-	}
-	return words, int((s.Base - r.Base) / 8), int((top - r.Base) / 8), nil
-}
-
-// err returns the error slots finds for a segment span refused.
-func (s *Segment) err() error {
-	if _, _, _, err := s.slots(); err != nil {
-		return err
-	}
-	return errs.Corruptf("bad scs segment", s.Base, "%s context", s.Context) // not reached
-}
-
-// span is slots without error values, for Save's fast path: ok is false
-// exactly when slots returns an error.
-func (s *Segment) span() (words []uint64, lo, hi int, ok bool) {
-	r := s.Region
-	if r == nil {
-		return nil, 0, 0, false
+		return nil, 0, 0, segNoRegion
 	}
 	words = r.Words()
 	size := uint64(len(words)) * 8
 	off := s.Base - r.Base // wraps when Base is below the region
-	if s.Base%8 != 0 || off > size {
-		return nil, 0, 0, false
+	if s.Base%8 != 0 {
+		return nil, 0, 0, segMisalignedBase
 	}
-	limit := size // offsets from r.Base
+	if off > size {
+		return nil, 0, 0, segBaseOutside
+	}
+	lim := size - off // bytes from Base to the end of the stack's slots
 	if s.Size != 0 {
-		if s.Size%8 != 0 || s.Size > size-off {
-			return nil, 0, 0, false
+		if s.Size%8 != 0 || s.Size > lim {
+			return nil, 0, 0, segOutside
 		}
-		limit = off + s.Size
+		lim = s.Size
 	}
 	if s.Magic {
-		if limit-off < 8 {
-			return nil, 0, 0, false
+		if lim < 8 {
+			return nil, 0, 0, segTooSmall
 		}
-		limit -= 8
-		if atomic.LoadUint64(&words[limit/8]) != EndMagic {
-			return nil, 0, 0, false
+		lim -= 8
+		if atomic.LoadUint64(&words[(off+lim)/8]) != EndMagic {
+			return nil, 0, 0, segMagic
 		}
 	}
-	if s.Top%8 != 0 || s.Top < s.Base || s.Top-r.Base > limit {
-		return nil, 0, 0, false
+	if s.Top%8 != 0 {
+		return nil, 0, 0, segMisalignedTop
 	}
-	return words, int(off / 8), int((s.Top - r.Base) / 8), true
+	if s.Top < s.Base {
+		return nil, 0, 0, segTopBelow
+	}
+	if s.Top-s.Base > lim {
+		return nil, 0, 0, segTopOutside
+	}
+	lo = int(off / 8)
+	return words, lo, lo + int((s.Top-s.Base)/8), segOK
+}
+
+// err returns the *CorruptError for the rule check finds segment s
+// breaking, naming the rule and the address (nil if it breaks none).
+func (s *Segment) err() error {
+	_, _, _, bad := s.check()
+	r := s.Region
+	switch bad {
+	case segNoRegion:
+		return errs.Corruptf("scs region missing", s.Top, "%s context", s.Context)
+	case segMisalignedBase:
+		return errs.Corruptf("misaligned scs base", s.Base, "%s context", s.Context)
+	case segBaseOutside:
+		return errs.Corruptf("scs base outside region", s.Base, "%s context, region %s", s.Context, r)
+	case segOutside:
+		return errs.Corruptf("scs outside region", s.Base, "%s context, %d bytes, region %s", s.Context, s.Size, r)
+	case segTooSmall:
+		return errs.Corruptf("scs too small for end magic", s.Base, "%s context", s.Context)
+	case segMagic:
+		at := s.limit()
+		w, _ := r.Load(at)
+		return errs.Corruptf("scs end magic overwritten", at, "%s context: %#x", s.Context, w)
+	case segMisalignedTop:
+		return errs.Corruptf("misaligned scs pointer", s.Top, "%s context (from %s)", s.Context, s.TopFrom)
+	case segTopBelow:
+		return errs.Corruptf("scs pointer below base", s.Top, "%s context (from %s), base %#x", s.Context, s.TopFrom, s.Base)
+	case segTopOutside:
+		return errs.Corruptf("scs pointer outside region", s.Top, "%s context (from %s), stack [%#x, %#x)", s.Context, s.TopFrom, s.Base, s.limit())
+	}
+	return nil
+}
+
+// limit is the address just past the segment's last slot (the end
+// magic's address with Magic), for messages.
+func (s *Segment) limit() uint64 {
+	end := s.Region.End()
+	if s.Size != 0 {
+		end = s.Base + s.Size
+	}
+	if s.Magic {
+		end -= 8
+	}
+	return end
 }
 
 func (s *Segment) hiddenErr() error {
@@ -252,54 +289,45 @@ func (s *Segment) hiddenErr() error {
 	return fmt.Errorf("%w: %s context's x18 is in %s", ErrInterruptedTopHidden, s.Context, s.TopFrom)
 }
 
-// save is Save's body: the copy loop.
+// save is Save's body: the copy loop, then the re-check of a running
+// model's generations. Everything that is not the copy of a valid segment
+// is out of line (fail), so the loop keeps its values in registers.
 func (v *View) save(store []uint64, skip int) (int, error) {
 	if len(store) == 0 {
 		return 0, nil
 	}
-	n, last, err := v.copy(store, skip)
-	if v.changed(last + 1) {
-		return 0, ErrChanged
+	nseg := v.N
+	if nseg < 1 || nseg > len(v.Segs) {
+		return v.fail(0, -1)
 	}
-	return n, err
-}
-
-// copy is save's copy loop; last is the index of the last segment read.
-func (v *View) copy(store []uint64, skip int) (n, last int, err error) {
-	if v.N < 1 || v.N > len(v.Segs) {
-		return 0, -1, errs.Corruptf("bad scs view", uint64(v.N), "%d segments", v.N)
+	skip = max(skip, 0)
+	m0, d := v.m0, v.d
+	if !sameBytes(&v.Layout, &v.lay) { // set or changed by the caller
+		m0, d = masks(&v.Layout)
 	}
-	if skip < 0 {
-		skip = 0
-	}
-	// The layout's two PAC masks, kept in registers for the loop.
-	m0 := v.Layout.PACMask(false)
-	d := m0 ^ v.Layout.PACMask(true)
-	for i := 0; i < v.N; i++ {
+	n, i := 0, 0
+	for ; ; i++ {
 		s := &v.Segs[i]
-		if s.Hidden {
-			return n, i, s.hiddenErr()
-		}
-		words, lo, hi, ok := s.span()
-		if !ok {
-			return n, i, s.err()
+		words, lo, hi, bad := s.check()
+		if bad != segOK || s.Hidden {
+			return v.fail(n, i)
 		}
 		if cnt := hi - lo; skip >= cnt {
 			skip -= cnt
 		} else {
-			src := words[lo : hi-skip]
+			hi -= skip
 			skip = 0
-			if room := len(store) - n; len(src) > room {
-				src = src[len(src)-room:]
+			if room := len(store) - n; hi-lo > room {
+				lo = hi - room
 			}
-			copyStrip(store[n:n+len(src)], src, m0, d)
-			n += len(src)
+			copyStrip(store[n:], words[lo:hi], m0, m0^d)
+			n += hi - lo
 			if n == len(store) {
-				return n, i, nil
+				break
 			}
 		}
-		if v.StopAtBoundary || i+1 == v.N {
-			return n, i, nil
+		if v.StopAtBoundary || i+1 >= nseg {
+			break
 		}
 		if s.HasInterruptedPC {
 			if skip > 0 {
@@ -308,25 +336,93 @@ func (v *View) copy(store []uint64, skip int) (n, last int, err error) {
 				store[n] = s.InterruptedPC
 				n++
 				if n == len(store) {
-					return n, i, nil
+					break
 				}
 			}
 		}
 	}
-	return n, v.N - 1, nil
+	if v.changed(i + 1) {
+		return 0, ErrChanged
+	}
+	return n, nil
+}
+
+// fail returns what a copy that stopped at segment i (-1: the View
+// itself) after n entries returns: ErrChanged if the model rewrote the
+// stacks read so far, else the entries and the error: a hidden top, or
+// what slots finds wrong with the segment.
+//
+//go:noinline
+func (v *View) fail(n, i int) (int, error) {
+	if i < 0 {
+		return 0, errs.Corruptf("bad scs view", uint64(v.N), "%d segments", v.N)
+	}
+	if v.changed(i + 1) {
+		return 0, ErrChanged
+	}
+	s := &v.Segs[i]
+	if s.Hidden {
+		return n, s.hiddenErr()
+	}
+	return n, s.err()
 }
 
 // copyStrip is the copy loop, one call per segment: dst[j] is the
-// stripped src[len(src)-1-j], newest first; len(dst) == len(src). Each
-// slot is read once, atomically (READ_ONCE). It is kept out of line so that
-// its few registers are not spilled by save's.
+// stripped src[len(src)-1-j], newest first; len(dst) >= len(src). Each
+// slot is read once, atomically (READ_ONCE). m0 and m1 are the PAC fields
+// of the two halves (bit 55 clear, set). It takes four slots per step; when
+// all four have bit 55 set (kernel addresses) stripping is setting the
+// field, p | m1, and when all four have it clear (user addresses) it is
+// clearing it, p &^ m0, which is what strip computes for them, in one
+// operation instead of seven. It is kept out of line so that its registers
+// are not spilled by save's.
 //
 //go:noinline
-func copyStrip(dst, src []uint64, m0, d uint64) {
+func copyStrip(dst, src []uint64, m0, m1 uint64) {
+	d := m0 ^ m1
 	dst = dst[:len(src)]
-	for i, j := len(src)-1, 0; i >= 0; i, j = i-1, j+1 {
-		dst[j] = strip(atomic.LoadUint64(&src[i]), m0, d)
+	for len(src) >= 4 {
+		k := len(src)
+		s := src[k-4 : k]
+		a, b, c, e := atomic.LoadUint64(&s[3]), atomic.LoadUint64(&s[2]), atomic.LoadUint64(&s[1]), atomic.LoadUint64(&s[0])
+		switch {
+		case a&b&c&e&(1<<55) != 0:
+			a, b, c, e = a|m1, b|m1, c|m1, e|m1
+		case (a|b|c|e)&(1<<55) == 0:
+			a, b, c, e = a&^m0, b&^m0, c&^m0, e&^m0
+		default:
+			a, b, c, e = strip(a, m0, d), strip(b, m0, d), strip(c, m0, d), strip(e, m0, d)
+		}
+		o := dst[:4]
+		o[0], o[1], o[2], o[3] = a, b, c, e
+		dst, src = dst[4:], src[:k-4]
 	}
+	for len(src) >= 1 && len(dst) >= 1 {
+		k := len(src)
+		dst[0] = strip(atomic.LoadUint64(&src[k-1]), m0, d)
+		dst, src = dst[1:], src[:k-1]
+	}
+}
+
+// layoutWords is the size of a ptrauth.Layout in words.
+const layoutWords = unsafe.Sizeof(ptrauth.Layout{}) / 8
+
+// sameBytes reports whether a and b are byte for byte equal, which implies
+// a == b (the converse can fail on padding; the caller then recomputes
+// what it cached). It is a handful of loads and compares, where == calls
+// the type's generated equality function.
+func sameBytes(a, b *ptrauth.Layout) bool {
+	return *(*[layoutWords]uint64)(unsafe.Pointer(a)) == *(*[layoutWords]uint64)(unsafe.Pointer(b))
+}
+
+// masks returns the PAC field of a pointer with bit 55 clear (m0) and the
+// XOR of both halves' fields (d), for strip. It reads the layout through
+// Strip of two probe values, which costs no copy of the Layout.
+func masks(l *ptrauth.Layout) (m0, d uint64) {
+	const lo = ^uint64(0) &^ (1 << 55) // every bit but 55: Strip clears the field
+	m0 = ^l.Strip(lo) &^ (1 << 55)
+	m1 := l.Strip(1<<55) &^ (1 << 55) // bit 55 alone: Strip sets the field
+	return m0, m0 ^ m1
 }
 
 // strip is ptrauth.Layout.Strip with the layout's masks in registers: m0 is
@@ -419,9 +515,9 @@ func (v *View) frames(store []Frame, skip int) (n, last int, err error) {
 		if s.Hidden {
 			return n, i, s.hiddenErr()
 		}
-		words, lo, hi, err := s.slots()
-		if err != nil {
-			return n, i, err
+		words, lo, hi, bad := s.check()
+		if bad != segOK {
+			return n, i, s.err()
 		}
 		for w := hi - 1; w >= lo; w-- {
 			if skip > 0 { // skipped slots are not read, as in Save

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -534,6 +535,40 @@ func TestStripMatchesLayout(t *testing.T) {
 				t.Fatalf("layout %+v: strip(%#x) = %#x, Layout.Strip %#x", l, p, got, want)
 			}
 		}
+		if g0, g1 := masks(&l); g0 != m0 || g1 != d {
+			t.Fatalf("layout %+v: masks %#x %#x, want %#x %#x", l, g0, g1, m0, d)
+		}
+		// copyStrip's four-at-a-time paths (all bit 55 set, all clear,
+		// mixed) and its tail, against Layout.Strip, for every length.
+		for n := range 23 {
+			src := make([]uint64, n)
+			for round := range 40 {
+				for i := range src {
+					src[i] = rng.Uint64()
+					switch round % 4 {
+					case 0:
+						src[i] |= 1 << 55
+					case 1:
+						src[i] &^= 1 << 55
+					}
+				}
+				dst := make([]uint64, n+3)
+				for i := range dst {
+					dst[i] = 0x5a5a
+				}
+				copyStrip(dst, src, m0, m0^d)
+				for j := range n {
+					if want := l.Strip(src[n-1-j]); dst[j] != want {
+						t.Fatalf("layout %+v: copyStrip of %x: dst[%d] = %#x, want %#x", l, src, j, dst[j], want)
+					}
+				}
+				for j := n; j < len(dst); j++ {
+					if dst[j] != 0x5a5a {
+						t.Fatalf("copyStrip wrote past %d entries", n)
+					}
+				}
+			}
+		}
 	}
 }
 
@@ -560,5 +595,26 @@ func TestSavedX18(t *testing.T) {
 	}
 	if w := Policy(9).SavedX18(CtxIRQ); w != InRegister {
 		t.Errorf("unknown policy: %s", w)
+	}
+}
+
+// TestLayoutSizeWords guards sameBytes: a Layout is a whole number of
+// words, and a View whose Layout the caller changed strips with the new
+// one.
+func TestLayoutSizeWords(t *testing.T) {
+	if unsafe.Sizeof(ptrauth.Layout{})%8 != 0 {
+		t.Fatalf("ptrauth.Layout is %d bytes", unsafe.Sizeof(ptrauth.Layout{}))
+	}
+	r := newRig(t, Config{Layout: ptrauth.NewLayout(48, false)})
+	signed := retAddr(CtxTask, 1) ^ 0x7f<<48
+	mustPush(t, r.m, 0, signed)
+	v, _ := r.m.View(0)
+	buf := make([]uint64, 4)
+	if n, err := Save(&v, buf, 0); n != 1 || err != nil || buf[0] != retAddr(CtxTask, 1) {
+		t.Fatalf("48-bit: %d %v %#x", n, err, buf[0])
+	}
+	v.Layout = ptrauth.NewLayout(52, false)
+	if n, err := Save(&v, buf, 0); n != 1 || err != nil || buf[0] != v.Layout.Strip(signed) {
+		t.Fatalf("52-bit: %d %v %#x, want %#x", n, err, buf[0], v.Layout.Strip(signed))
 	}
 }
