@@ -6,50 +6,58 @@ import (
 	"sync/atomic"
 
 	"github.com/unwindkit/unwindkit/internal/errs"
-	"github.com/unwindkit/unwindkit/internal/mem"
 	"github.com/unwindkit/unwindkit/percpu"
 )
 
-// AllocFunc allocates a region of size bytes for the model and places it in
-// the driver's memory. kind is "scs"; name says whose shadow stack it is
-// ("irq_shadow_call_stack/0", "task:swapper/0", ...). The region must be at
-// least size bytes; the shadow stack occupies its first size bytes.
-type AllocFunc func(name, kind string, size uint64) (*mem.Region, error)
+// AllocFunc allocates the memory of one shadow stack of size bytes for
+// the model, placed in the driver's address space: it returns the base
+// address and the memory as words, word i at base+8*i, at least size/8 of
+// them. The model reads and writes the words with sync/atomic, and so must
+// anyone else who reads them while the model runs (the driver's view of
+// the same memory, a dump). kind is "scs"; name says whose shadow stack it
+// is ("irq_shadow_call_stack/0", "task:swapper/0", ...).
+type AllocFunc func(name, kind string, size uint64) (base uint64, words []uint64, err error)
 
-// Allocator returns an AllocFunc that places regions in m one after the
-// other from base, each followed by an unmapped guard gap of one 4 KiB page
-// (like vmalloc'd shadow stacks).
-func Allocator(m *mem.Memory, base uint64) AllocFunc {
+// NewAllocator returns an AllocFunc for a model whose memory nobody else
+// needs to see: each shadow stack is fresh Go memory, placed at addresses
+// from base on, one after the other, each followed by an unmapped guard
+// gap of one 4 KiB page (like vmalloc'd shadow stacks).
+func NewAllocator(base uint64) AllocFunc {
 	next := base
-	return func(name, kind string, size uint64) (*mem.Region, error) {
-		r, err := mem.NewRegion(name, kind, next, size)
-		if err != nil {
-			return nil, err
+	return func(name, kind string, size uint64) (uint64, []uint64, error) {
+		size = (size + 7) &^ 7
+		at := next
+		if at%8 != 0 || at+size+4096 < at {
+			return 0, nil, fmt.Errorf("scs: no address space for %s at %#x", name, at)
 		}
-		if err := m.Add(r); err != nil {
-			return nil, err
-		}
-		next = r.End() + 4096
-		return r, nil
+		next = at + size + 4096
+		return at, make([]uint64, size/8), nil
 	}
 }
 
+// stack is one shadow stack's memory as AllocFunc returned it, cut to the
+// configured size: word i is at base+8*i.
+type stack struct {
+	base  uint64
+	words []uint64
+}
+
+// load and store access the word at addr, which must be in the stack.
+func (s *stack) load(addr uint64) uint64     { return atomic.LoadUint64(&s.words[(addr-s.base)/8]) }
+func (s *stack) store(addr uint64, v uint64) { atomic.StoreUint64(&s.words[(addr-s.base)/8], v) }
+
 // Task is a task's shadow call stack and its thread_info fields.
 type Task struct {
-	name   string
-	region *mem.Region // nil when the SCS is disabled
-	base   uint64      // thread_info.scs_base
-	sp     atomic.Uint64
-	cpu    atomic.Int64 // CPU it runs on, or -1
-	life   life         // the shadow stack's lifetimes, for readers
+	name string
+	st   stack  // the shadow stack (no words when the SCS is disabled)
+	base uint64 // thread_info.scs_base
+	sp   atomic.Uint64
+	cpu  atomic.Int64 // CPU it runs on, or -1
+	life life         // the shadow stack's lifetimes, for readers
 }
 
 // Name returns the task's name.
 func (t *Task) Name() string { return t.name }
-
-// Region returns the region holding the task's shadow stack (nil when the
-// SCS is disabled).
-func (t *Task) Region() *mem.Region { return t.region }
 
 // Base returns thread_info.scs_base.
 func (t *Task) Base() uint64 { return t.base }
@@ -88,7 +96,7 @@ type Model struct {
 	// change (odd while one is in progress).
 	x18, active, seq *percpu.Uint64
 	cur              *percpu.Var[atomic.Pointer[Task]]
-	regions          *percpu.Var[[NumContexts]*mem.Region] // IRQ, SDEI regions; fixed after New
+	stacks           *percpu.Var[[NumContexts]stack] // IRQ, SDEI shadow stacks; fixed after New
 
 	// base[c]: irq_shadow_call_stack_ptr, sdei_shadow_call_stack_{normal,critical}_ptr.
 	base [NumContexts]*percpu.Uint64
@@ -144,7 +152,7 @@ func New(cfg Config, alloc AllocFunc) (*Model, error) {
 	if m.cur, err = percpu.New[atomic.Pointer[Task]](n); err != nil {
 		return nil, err
 	}
-	if m.regions, err = percpu.New[[NumContexts]*mem.Region](n); err != nil {
+	if m.stacks, err = percpu.New[[NumContexts]stack](n); err != nil {
 		return nil, err
 	}
 	if m.stats, err = percpu.New[stats](n); err != nil {
@@ -156,15 +164,15 @@ func New(cfg Config, alloc AllocFunc) (*Model, error) {
 	names := [NumContexts]string{CtxIRQ: "irq_shadow_call_stack", CtxSDEINormal: "sdei_shadow_call_stack_normal", CtxSDEICritical: "sdei_shadow_call_stack_critical"}
 	for cpu := 0; cpu < n; cpu++ {
 		if !cfg.Disabled {
-			rs := m.regions.Ptr(cpu)
+			rs := m.stacks.Ptr(cpu)
 			for c := CtxIRQ; c < NumContexts; c++ {
-				r, err := m.newSCS(fmt.Sprintf("%s/%d", names[c], cpu))
+				st, err := m.newSCS(fmt.Sprintf("%s/%d", names[c], cpu))
 				if err != nil {
 					return nil, err
 				}
-				rs[c] = r
-				m.base[c].Store(cpu, r.Base)
-				m.lives.Ptr(cpu)[c].hw.Store(r.Base)
+				rs[c] = st
+				m.base[c].Store(cpu, st.base)
+				m.lives.Ptr(cpu)[c].hw.Store(st.base)
 			}
 		}
 		t, err := m.NewTask(fmt.Sprintf("swapper/%d", cpu))
@@ -178,18 +186,18 @@ func New(cfg Config, alloc AllocFunc) (*Model, error) {
 	return m, nil
 }
 
-func (m *Model) newSCS(name string) (*mem.Region, error) {
-	r, err := m.alloc(name, "scs", m.cfg.Size)
+func (m *Model) newSCS(name string) (stack, error) {
+	base, words, err := m.alloc(name, "scs", m.cfg.Size)
 	if err != nil {
-		return nil, fmt.Errorf("scs: allocating %s: %w", name, err)
+		return stack{}, fmt.Errorf("scs: allocating %s: %w", name, err)
 	}
-	if r == nil || r.Size() < m.cfg.Size || r.Base%8 != 0 {
-		return nil, fmt.Errorf("scs: allocating %s: got %v, want %d bytes", name, r, m.cfg.Size)
+	n := m.cfg.Size / 8
+	if uint64(len(words)) < n || base%8 != 0 || base+m.cfg.Size < base {
+		return stack{}, fmt.Errorf("scs: allocating %s: got %d bytes at %#x, want %d bytes, 8-byte aligned", name, len(words)*8, base, m.cfg.Size)
 	}
-	if !r.Store(r.Base+m.cfg.Size-8, EndMagic) {
-		return nil, fmt.Errorf("scs: %s: cannot store the end magic", name)
-	}
-	return r, nil
+	st := stack{base: base, words: words[:n:n]}
+	st.store(base+m.cfg.Size-8, EndMagic)
+	return st, nil
 }
 
 // Config returns the model's configuration, defaults filled in.
@@ -210,13 +218,13 @@ func (m *Model) NewTask(name string) (*Task, error) {
 	if m.cfg.Disabled {
 		return t, nil
 	}
-	r, err := m.newSCS("task:" + name)
+	st, err := m.newSCS("task:" + name)
 	if err != nil {
 		return nil, err
 	}
-	t.region, t.base = r, r.Base
-	t.sp.Store(r.Base)
-	t.life.hw.Store(r.Base)
+	t.st, t.base = st, st.base
+	t.sp.Store(st.base)
+	t.life.hw.Store(st.base)
 	return t, nil
 }
 
@@ -264,17 +272,13 @@ func (m *Model) Current(cpu int) *Task {
 	return m.cur.Ptr(cpu).Load()
 }
 
-// Region returns the region holding context c's shadow stack on cpu: the
-// current task's for CtxTask, the per-CPU one otherwise. It is nil for a bad
-// cpu or when the SCS is disabled.
-func (m *Model) Region(cpu int, c Context) *mem.Region {
-	if m.check(cpu) != nil || c >= NumContexts {
-		return nil
-	}
+// stackOf returns context c's shadow stack on cpu (cpu and c checked): the
+// current task's for CtxTask, the per-CPU one otherwise.
+func (m *Model) stackOf(cpu int, c Context) *stack {
 	if c == CtxTask {
-		return m.cur.Ptr(cpu).Load().region
+		return &m.cur.Ptr(cpu).Load().st
 	}
-	return m.regions.Ptr(cpu)[c]
+	return &m.stacks.Ptr(cpu)[c]
 }
 
 // Base returns context c's shadow stack base on cpu: thread_info.scs_base
@@ -290,12 +294,12 @@ func (m *Model) Base(cpu int, c Context) uint64 {
 	return m.base[c].Load(cpu)
 }
 
-// bounds returns the current context's region and usable slot range
+// bounds returns the current context's shadow stack and usable slot range
 // [base, limit), limit being the end magic's address, and its lifetimes.
-func (m *Model) bounds(cpu int) (r *mem.Region, base, limit uint64, l *life) {
+func (m *Model) bounds(cpu int) (st *stack, base, limit uint64, l *life) {
 	c := innermost(m.active.Load(cpu))
-	r, base = m.Region(cpu, c), m.Base(cpu, c)
-	return r, base, base + m.cfg.Size - 8, m.lifeOf(cpu, c)
+	st = m.stackOf(cpu, c)
+	return st, st.base, st.base + m.cfg.Size - 8, m.lifeOf(cpu, c)
 }
 
 // lifeOf returns the lifetimes of context c's shadow stack on cpu (c <
@@ -329,11 +333,8 @@ func (m *Model) Push(cpu int, lr uint64) error {
 	case sp < base || sp > limit:
 		return errs.Corruptf("scs pointer outside region", sp, "push on cpu %d, %s context stack is [%#x, %#x)", cpu, m.Context(cpu), base, limit)
 	}
-	if !r.Contains(sp, 8) {
-		return errs.Corruptf("scs pointer outside region", sp, "push on cpu %d", cpu)
-	}
 	l.write(sp)
-	r.Store(sp, lr)
+	r.store(sp, lr)
 	m.x18.Store(cpu, sp+8)
 	bump(&m.stats.Ptr(cpu).pushes)
 	return nil
@@ -359,10 +360,7 @@ func (m *Model) Pop(cpu int) (uint64, error) {
 	case sp < base || sp > limit:
 		return 0, errs.Corruptf("scs pointer outside region", sp, "pop on cpu %d, %s context stack is [%#x, %#x)", cpu, m.Context(cpu), base, limit)
 	}
-	v, ok := r.Load(sp - 8)
-	if !ok {
-		return 0, errs.Corruptf("scs pointer outside region", sp, "pop on cpu %d", cpu)
-	}
+	v := r.load(sp - 8)
 	m.x18.Store(cpu, sp-8)
 	bump(&m.stats.Ptr(cpu).pops)
 	return v, nil
@@ -591,7 +589,7 @@ func (m *Model) CheckCorruption(cpu int) error {
 	if sp-base >= m.cfg.Size-1 {
 		return errs.Corruptf("scs overflow", sp, "cpu %d %s context: %d bytes past base %#x, size %d", cpu, m.Context(cpu), sp-base, base, m.cfg.Size)
 	}
-	if v, ok := r.Load(limit); !ok || v != EndMagic {
+	if v := r.load(limit); v != EndMagic {
 		return errs.Corruptf("scs end magic overwritten", limit, "cpu %d %s context: %#x", cpu, m.Context(cpu), v)
 	}
 	return nil
@@ -735,7 +733,7 @@ func (m *Model) ViewInto(cpu int, v *View) error {
 	}
 	var s snapshot
 	m.read(cpu, &s)
-	rs := m.regions.Ptr(cpu)
+	rs := m.stacks.Ptr(cpu)
 	// Live contexts, innermost first.
 	var live [NumContexts]Context
 	n := 0
@@ -755,10 +753,10 @@ func (m *Model) ViewInto(cpu int, v *View) error {
 		seg.Size = m.cfg.Size
 		seg.Magic = true
 		if c == CtxTask {
-			seg.Region, seg.Base = s.task.region, s.task.base
+			seg.words, seg.Base = s.task.st.words, s.task.st.base
 			seg.gen = &s.task.life.gen
 		} else {
-			seg.Region, seg.Base = rs[c], s.base[c]
+			seg.words, seg.Base = rs[c].words, rs[c].base
 			seg.gen = &m.lives.Ptr(cpu)[c].gen
 		}
 		seg.genWant = s.gen[c]
@@ -787,6 +785,25 @@ func (m *Model) ViewInto(cpu int, v *View) error {
 	}
 	v.N = n
 	return nil
+}
+
+// TaskView returns a View of task t's shadow stack as t left it when it
+// last stopped running (its thread_info.scs_sp): one segment, Top from
+// InThreadInfo, re-checked like any View of the model (a task that runs
+// again and rewrites the slots makes Save return ErrChanged). For the
+// task current on a CPU use View. When the SCS is disabled the View has
+// Disabled set.
+func (m *Model) TaskView(t *Task) View {
+	v := View{Layout: m.cfg.Layout, lay: m.cfg.Layout, m0: m.m0, d: m.d, N: 1}
+	if m.cfg.Disabled || t == nil {
+		v.Disabled = m.cfg.Disabled
+		v.N = 0
+		return v
+	}
+	gen := t.life.gen.Load() // before the top, as View reads them
+	v.Segs[0] = Segment{Context: CtxTask, words: t.st.words, Base: t.base, Size: m.cfg.Size, Magic: true,
+		Top: t.sp.Load(), TopFrom: InThreadInfo, gen: &t.life.gen, genWant: gen}
+	return v
 }
 
 // Save is View followed by the package-level Save on cpu, retried while

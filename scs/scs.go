@@ -145,7 +145,7 @@ type Config struct {
 	Disabled bool
 	// Mem is the driver's memory, where the OnStack policy stores the
 	// interrupted x18 (the slot passed to EnterIRQ). Required for OnStack,
-	// unused otherwise. *mem.Memory satisfies it.
+	// unused otherwise.
 	Mem Memory
 }
 

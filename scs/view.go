@@ -1,12 +1,12 @@
 package scs
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/unwindkit/unwindkit/internal/errs"
-	"github.com/unwindkit/unwindkit/internal/mem"
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
 
@@ -56,12 +56,16 @@ func (w Where) String() string {
 type Segment struct {
 	// Context is the context whose entries these are.
 	Context Context
-	// Region holds the shadow stack. Every read is checked against it.
-	Region *mem.Region
+	// Data is the shadow stack's memory when the caller owns it (bytes
+	// read from a dump, a file, a debugger): plain read-only data,
+	// little-endian, Data[0] being the byte at Base. Save reads it and
+	// never writes it, and checks every read against len(Data). In a View
+	// taken from a Model it is nil: the model's memory is in words.
+	Data []byte
 	// Base is the address of the context's first slot.
 	Base uint64
 	// Size is the shadow stack's size in bytes from Base, end magic
-	// included when Magic is set; 0 means "to the end of Region".
+	// included when Magic is set; 0 means "all of the memory" (Data).
 	Size uint64
 	// Magic says the last word of the stack (Base+Size-8) must hold
 	// EndMagic and is not an entry slot.
@@ -83,6 +87,9 @@ type Segment struct {
 	InterruptedPC    uint64
 	HasInterruptedPC bool
 
+	// words is the model's own memory for the stack, word 0 at Base,
+	// read atomically (it has a writer); nil for caller memory (Data).
+	words []uint64
 	// gen is the life generation of the model's stack this segment
 	// describes and genWant its value when the View was taken; nil for
 	// a segment over memory without a writer.
@@ -137,14 +144,16 @@ func (v *View) Segments() []Segment {
 }
 
 // NewSnapshotView returns a View of one shadow stack captured from a real
-// program: the stack occupies region r from base, x18 is the captured
+// program: data is the stack's memory from its base address base on
+// (little-endian, data[0] at base, as read from the dump), x18 the captured
 // register, l the program's VA layout. There is no end magic (user-space
 // shadow stacks are guarded by unmapped pages instead) and no nested
 // context; set Segs[0].Size and Segs[0].Magic for a kernel shadow stack.
-func NewSnapshotView(r *mem.Region, base, x18 uint64, l ptrauth.Layout) View {
+// The View reads data and never writes it.
+func NewSnapshotView(data []byte, base, x18 uint64, l ptrauth.Layout) View {
 	v := View{N: 1}
 	v.setLayout(l)
-	v.Segs[0] = Segment{Context: CtxTask, Region: r, Base: base, Top: x18, TopFrom: InSnapshot}
+	v.Segs[0] = Segment{Context: CtxTask, Data: data, Base: base, Top: x18, TopFrom: InSnapshot}
 	return v
 }
 
@@ -180,9 +189,8 @@ type segRule uint8
 // The segment rules, in the order check tests them.
 const (
 	segOK             segRule = iota
-	segNoRegion               // no memory
+	segNoMemory               // neither Data nor the model's words
 	segMisalignedBase         // Base not 8-byte aligned
-	segBaseOutside            // Base outside the memory
 	segOutside                // Size not a multiple of 8, or past the memory's end
 	segTooSmall               // Magic set on a stack smaller than a word
 	segMagic                  // the end magic overwritten
@@ -191,74 +199,76 @@ const (
 	segTopOutside             // Top past the stack's last slot
 )
 
-// check is the one home of the rules a segment must satisfy before a
-// copy reads it (Save and Frames both call it; err words what it found).
-// It returns the memory's words and the word range [lo, hi) of the
-// segment's entries, or the first rule broken. The only memory it reads is
-// the end magic, once, atomically.
-func (s *Segment) check() (words []uint64, lo, hi int, bad segRule) {
-	r := s.Region
-	if r == nil {
-		return nil, 0, 0, segNoRegion
+// check is the one home of the rules a segment must satisfy before a copy
+// reads it (Save and Frames call it; err words what it found). It returns
+// the number of entries, words [0, cnt) from Base, or the first rule
+// broken. The only memory it reads is the end magic, once.
+func (s *Segment) check() (cnt int, bad segRule) {
+	var size uint64 // bytes of memory from Base
+	switch {
+	case s.words != nil:
+		size = uint64(len(s.words)) * 8
+	case s.Data != nil:
+		size = uint64(len(s.Data)) &^ 7
+	default:
+		return 0, segNoMemory
 	}
-	words = r.Words()
-	size := uint64(len(words)) * 8
-	off := s.Base - r.Base // wraps when Base is below the region
 	if s.Base%8 != 0 {
-		return nil, 0, 0, segMisalignedBase
+		return 0, segMisalignedBase
 	}
-	if off > size {
-		return nil, 0, 0, segBaseOutside
-	}
-	lim := size - off // bytes from Base to the end of the stack's slots
+	lim := size // bytes from Base to the end of the stack's slots
 	if s.Size != 0 {
-		if s.Size%8 != 0 || s.Size > lim {
-			return nil, 0, 0, segOutside
+		if s.Size%8 != 0 || s.Size > size {
+			return 0, segOutside
 		}
 		lim = s.Size
 	}
 	if s.Magic {
 		if lim < 8 {
-			return nil, 0, 0, segTooSmall
+			return 0, segTooSmall
 		}
 		lim -= 8
-		if atomic.LoadUint64(&words[(off+lim)/8]) != EndMagic {
-			return nil, 0, 0, segMagic
+		if s.word(int(lim/8)) != EndMagic {
+			return 0, segMagic
 		}
 	}
 	if s.Top%8 != 0 {
-		return nil, 0, 0, segMisalignedTop
+		return 0, segMisalignedTop
 	}
 	if s.Top < s.Base {
-		return nil, 0, 0, segTopBelow
+		return 0, segTopBelow
 	}
 	if s.Top-s.Base > lim {
-		return nil, 0, 0, segTopOutside
+		return 0, segTopOutside
 	}
-	lo = int(off / 8)
-	return words, lo, lo + int((s.Top-s.Base)/8), segOK
+	return int((s.Top - s.Base) / 8), segOK
+}
+
+// word returns slot i of the segment's memory (i checked by the caller):
+// atomically from the model's words, little-endian from Data.
+func (s *Segment) word(i int) uint64 {
+	if s.words != nil {
+		return atomic.LoadUint64(&s.words[i])
+	}
+	return binary.LittleEndian.Uint64(s.Data[i*8:])
 }
 
 // err returns the *CorruptError for the rule check finds segment s
 // breaking, naming the rule and the address (nil if it breaks none).
 func (s *Segment) err() error {
-	_, _, _, bad := s.check()
-	r := s.Region
+	_, bad := s.check()
 	switch bad {
-	case segNoRegion:
+	case segNoMemory:
 		return errs.Corruptf("scs region missing", s.Top, "%s context", s.Context)
 	case segMisalignedBase:
 		return errs.Corruptf("misaligned scs base", s.Base, "%s context", s.Context)
-	case segBaseOutside:
-		return errs.Corruptf("scs base outside region", s.Base, "%s context, region %s", s.Context, r)
 	case segOutside:
-		return errs.Corruptf("scs outside region", s.Base, "%s context, %d bytes, region %s", s.Context, s.Size, r)
+		return errs.Corruptf("scs outside region", s.Base, "%s context, %d bytes, memory of %d bytes", s.Context, s.Size, s.memSize())
 	case segTooSmall:
 		return errs.Corruptf("scs too small for end magic", s.Base, "%s context", s.Context)
 	case segMagic:
 		at := s.limit()
-		w, _ := r.Load(at)
-		return errs.Corruptf("scs end magic overwritten", at, "%s context: %#x", s.Context, w)
+		return errs.Corruptf("scs end magic overwritten", at, "%s context: %#x", s.Context, s.word(int((at-s.Base)/8)))
 	case segMisalignedTop:
 		return errs.Corruptf("misaligned scs pointer", s.Top, "%s context (from %s)", s.Context, s.TopFrom)
 	case segTopBelow:
@@ -269,10 +279,18 @@ func (s *Segment) err() error {
 	return nil
 }
 
+// memSize is the size of the segment's memory in bytes.
+func (s *Segment) memSize() uint64 {
+	if s.words != nil {
+		return uint64(len(s.words)) * 8
+	}
+	return uint64(len(s.Data)) &^ 7
+}
+
 // limit is the address just past the segment's last slot (the end
 // magic's address with Magic), for messages.
 func (s *Segment) limit() uint64 {
-	end := s.Region.End()
+	end := s.Base + s.memSize()
 	if s.Size != 0 {
 		end = s.Base + s.Size
 	}
@@ -308,19 +326,24 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 	n, i := 0, 0
 	for ; ; i++ {
 		s := &v.Segs[i]
-		words, lo, hi, bad := s.check()
+		hi, bad := s.check() // the entries are slots [0, hi) from Base
 		if bad != segOK || s.Hidden {
 			return v.fail(n, i)
 		}
-		if cnt := hi - lo; skip >= cnt {
-			skip -= cnt
+		if skip >= hi {
+			skip -= hi
 		} else {
 			hi -= skip
 			skip = 0
-			if room := len(store) - n; hi-lo > room {
+			lo := 0
+			if room := len(store) - n; hi > room {
 				lo = hi - room
 			}
-			copyStrip(store[n:], words[lo:hi], m0, m0^d)
+			if s.words != nil {
+				copyStrip(store[n:], s.words[lo:hi], m0, m0^d)
+			} else {
+				copyStripBytes(store[n:], s.Data[lo*8:hi*8], m0, m0^d)
+			}
 			n += hi - lo
 			if n == len(store) {
 				break
@@ -413,6 +436,39 @@ const layoutWords = unsafe.Sizeof(ptrauth.Layout{}) / 8
 // the type's generated equality function.
 func sameBytes(a, b *ptrauth.Layout) bool {
 	return *(*[layoutWords]uint64)(unsafe.Pointer(a)) == *(*[layoutWords]uint64)(unsafe.Pointer(b))
+}
+
+// copyStripBytes is copyStrip over caller memory: src holds the slots
+// little-endian, len(src) a multiple of 8; nothing writes it, so plain
+// loads do.
+//
+//go:noinline
+func copyStripBytes(dst []uint64, src []byte, m0, m1 uint64) {
+	d := m0 ^ m1
+	n := len(src) / 8
+	dst = dst[:n]
+	for len(src) >= 32 {
+		k := len(src)
+		s := src[k-32 : k]
+		le := binary.LittleEndian
+		a, b, c, e := le.Uint64(s[24:]), le.Uint64(s[16:]), le.Uint64(s[8:]), le.Uint64(s[0:])
+		switch {
+		case a&b&c&e&(1<<55) != 0:
+			a, b, c, e = a|m1, b|m1, c|m1, e|m1
+		case (a|b|c|e)&(1<<55) == 0:
+			a, b, c, e = a&^m0, b&^m0, c&^m0, e&^m0
+		default:
+			a, b, c, e = strip(a, m0, d), strip(b, m0, d), strip(c, m0, d), strip(e, m0, d)
+		}
+		o := dst[:4]
+		o[0], o[1], o[2], o[3] = a, b, c, e
+		dst, src = dst[4:], src[:k-32]
+	}
+	for len(src) >= 8 && len(dst) >= 1 {
+		k := len(src)
+		dst[0] = strip(binary.LittleEndian.Uint64(src[k-8:]), m0, d)
+		dst, src = dst[1:], src[:k-8]
+	}
 }
 
 // masks returns the PAC field of a pointer with bit 55 clear (m0) and the
@@ -515,17 +571,17 @@ func (v *View) frames(store []Frame, skip int) (n, last int, err error) {
 		if s.Hidden {
 			return n, i, s.hiddenErr()
 		}
-		words, lo, hi, bad := s.check()
+		hi, bad := s.check()
 		if bad != segOK {
 			return n, i, s.err()
 		}
-		for w := hi - 1; w >= lo; w-- {
+		for w := hi - 1; w >= 0; w-- {
 			if skip > 0 { // skipped slots are not read, as in Save
 				skip--
 				continue
 			}
-			raw := atomic.LoadUint64(&words[w])
-			if !emit(Frame{PC: v.Layout.Strip(raw), Raw: raw, Context: s.Context, Source: FromSCS, Addr: s.Region.Base + uint64(w)*8}) {
+			raw := s.word(w)
+			if !emit(Frame{PC: v.Layout.Strip(raw), Raw: raw, Context: s.Context, Source: FromSCS, Addr: s.Base + uint64(w)*8}) {
 				return n, i, nil
 			}
 		}

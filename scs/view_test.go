@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/unwindkit/unwindkit/internal/mem"
+	"encoding/binary"
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
 
@@ -342,12 +342,12 @@ func TestCorruptState(t *testing.T) {
 		}, "scs pointer below base", 0},
 		{"task magic overwritten", ThreadInfo, nestings[0], func(r *rig) uint64 {
 			tk := r.m.Current(0)
-			tk.Region().Store(tk.Base()+size-8, 0)
+			tk.st.store(tk.Base()+size-8, 0)
 			return tk.Base() + size - 8
 		}, "scs end magic overwritten", 0},
 		{"task magic overwritten under irq", PerCPU, nestings[1], func(r *rig) uint64 {
 			tk := r.m.Current(0)
-			tk.Region().Store(tk.Base()+size-8, 1)
+			tk.st.store(tk.Base()+size-8, 1)
 			return tk.Base() + size - 8
 		}, "scs end magic overwritten", 3},
 		{"irq saved ptr into irq region", PerCPU, nestings[1], func(r *rig) uint64 {
@@ -409,21 +409,20 @@ func TestCorruptState(t *testing.T) {
 }
 
 func TestViewErrors(t *testing.T) {
-	r, _ := mem.NewRegion("scs", "scs", 0x1000, 256)
-	base := NewSnapshotView(r, 0x1000, 0x1010, ptrauth.Layout{})
+	data := make([]byte, 256) // caller memory: the stack from 0x1000
+	base := NewSnapshotView(data, 0x1000, 0x1010, ptrauth.Layout{})
 	for _, tc := range []struct {
 		name string
 		mod  func(v *View)
 		rule string
 	}{
-		{"nil region", func(v *View) { v.Segs[0].Region = nil }, "scs region missing"},
+		{"no memory", func(v *View) { v.Segs[0].Data = nil }, "scs region missing"},
 		{"base misaligned", func(v *View) { v.Segs[0].Base = 0x1004 }, "misaligned scs base"},
-		{"base below region", func(v *View) { v.Segs[0].Base = 0x800 }, "scs base outside region"},
-		{"base above region", func(v *View) { v.Segs[0].Base = 0x2000 }, "scs base outside region"},
 		{"size beyond region", func(v *View) { v.Segs[0].Size = 512 }, "scs outside region"},
 		{"size misaligned", func(v *View) { v.Segs[0].Size = 100 }, "scs outside region"},
 		{"magic missing", func(v *View) { v.Segs[0].Magic = true }, "scs end magic overwritten"},
-		{"no room for magic", func(v *View) { v.Segs[0].Base = 0x1100; v.Segs[0].Magic = true }, "scs too small for end magic"},
+		{"no room for magic", func(v *View) { v.Segs[0].Data = data[:7]; v.Segs[0].Magic = true }, "scs too small for end magic"},
+		{"top past short data", func(v *View) { v.Segs[0].Data = data[:15] }, "scs pointer outside region"},
 		{"top past limit", func(v *View) { v.Segs[0].Size = 8 }, "scs pointer outside region"},
 		{"N zero", func(v *View) { v.N = 0 }, "bad scs view"},
 		{"N too big", func(v *View) { v.N = 5 }, "bad scs view"},
@@ -443,14 +442,14 @@ func TestViewErrors(t *testing.T) {
 		}
 		checkFrames(t, &v, 0, 4)
 	}
-	// A snapshot view reads up to the region end without magic.
-	r.Store(0x1008, 0xaa)
-	r.Store(0x1000, 0xbb)
+	// A snapshot view reads up to the end of its data without magic.
+	binary.LittleEndian.PutUint64(data[8:], 0xaa)
+	binary.LittleEndian.PutUint64(data[0:], 0xbb)
 	buf := make([]uint64, 4)
 	if n, err := Save(&base, buf, 0); n != 2 || err != nil || buf[0] != 0xaa || buf[1] != 0xbb {
 		t.Fatalf("snapshot: %x %v", buf[:n], err)
 	}
-	full := NewSnapshotView(r, 0x1000, 0x1100, ptrauth.Layout{})
+	full := NewSnapshotView(data, 0x1000, 0x1100, ptrauth.Layout{})
 	if n, err := Save(&full, make([]uint64, 64), 0); n != 32 || err != nil {
 		t.Fatalf("snapshot to region end: %d %v", n, err)
 	}

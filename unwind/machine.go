@@ -258,8 +258,12 @@ func NewMachine(cfg Config) (*Machine, error) {
 			Layout:            cfg.Layout,
 			KeepInterruptedPC: cfg.KeepInterruptedPC,
 			Mem:               m.mem,
-		}, func(name, kind string, size uint64) (*mem.Region, error) {
-			return m.alloc(name, kind, size, size)
+		}, func(name, kind string, size uint64) (uint64, []uint64, error) {
+			r, err := m.alloc(name, kind, size, size)
+			if err != nil {
+				return 0, nil, err
+			}
+			return r.Base, r.Words(), nil
 		})
 		if err != nil {
 			return nil, err

@@ -128,7 +128,11 @@ func (s *Snapshot) Source(method Method) (*Source, error) {
 		if r == nil {
 			return nil, fmt.Errorf("unwind: snapshot has no shadow call stack: %w", ErrNotSupported)
 		}
-		src.scs = scs.NewSnapshotView(r, s.SCSBase, s.Regs.X18, s.Layout)
+		var data []byte // the shadow stack's bytes from SCSBase on
+		if s.SCSBase >= r.Base && s.SCSBase <= r.End() {
+			data = r.Bytes()[s.SCSBase-r.Base:]
+		}
+		src.scs = scs.NewSnapshotView(data, s.SCSBase, s.Regs.X18, s.Layout)
 	case MethodFP:
 		c := fp.Config{
 			Mem:        s.s.Memory,

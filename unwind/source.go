@@ -156,8 +156,8 @@ func (src *Source) Frames() iter.Seq2[Frame, error] {
 		if src.method == MethodSCS {
 			max := 8
 			for _, sg := range src.scs.Segments() {
-				if sg.Region != nil {
-					max += int(sg.Region.Size()/8) + 1
+				if sg.Top >= sg.Base && sg.Top-sg.Base < 1<<24 {
+					max += int((sg.Top-sg.Base)/8) + 1
 				}
 			}
 			buf := make([]scs.Frame, max)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/unwindkit/unwindkit/fp"
-	"github.com/unwindkit/unwindkit/scs"
 )
 
 // ErrTaskRunning is returned by Task.Source for a task that is running on
@@ -40,11 +39,7 @@ func (t *Task) Source(method Method) (*Source, error) {
 		if m.scs == nil {
 			return nil, fmt.Errorf("unwind: shadow call stack copy: %w", ErrNotSupported)
 		}
-		st := t.scsState
-		v := scs.NewSnapshotView(st.Region(), st.Base(), st.SP(), m.cfg.Layout)
-		v.Segs[0].Size, v.Segs[0].Magic = m.cfg.SCSSize, true
-		v.Segs[0].TopFrom = scs.InThreadInfo
-		src.scs = v
+		src.scs = m.scs.TaskView(t.scsState)
 	case MethodFP:
 		if !m.cfg.FramePointers {
 			return nil, fmt.Errorf("unwind: frame-pointer walk: %w", ErrNotSupported)
