@@ -1,6 +1,7 @@
 package scs
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -209,5 +210,29 @@ func BenchmarkSaveVsCopy(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkSaveSnapshot is Save over caller memory (Segment.Data, plain
+// little-endian bytes), for comparison with BenchmarkSave's model memory.
+func BenchmarkSaveSnapshot(b *testing.B) {
+	l := ptrauth.NewLayout(48, false)
+	for _, depth := range benchDepths {
+		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
+			data := make([]byte, 4096)
+			for i := range depth {
+				binary.LittleEndian.PutUint64(data[8*i:], retAddr(CtxTask, i)^uint64(i%7+1)<<48)
+			}
+			const base = 0xffff800010000000
+			v := NewSnapshotView(data, base, base+uint64(depth)*8, l)
+			store := make([]uint64, 256)
+			if n, err := Save(&v, store, 0); n != depth || err != nil || store[0] != retAddr(CtxTask, depth-1) {
+				b.Fatalf("%d frames, %v", n, err)
+			}
+			for b.Loop() {
+				Save(&v, store, 0)
+			}
+			reportPerFrame(b, depth)
+		})
 	}
 }

@@ -723,11 +723,16 @@ func (m *Model) View(cpu int) (View, error) {
 // ViewInto is View writing into *v, which it overwrites entirely; it
 // saves copying a View on hot paths.
 func (m *Model) ViewInto(cpu int, v *View) error {
-	*v = View{Layout: m.cfg.Layout, lay: m.cfg.Layout, m0: m.m0, d: m.d}
+	// Field by field rather than *v = View{...}, which builds the whole
+	// View on the stack and copies it.
+	v.Layout, v.lay, v.m0, v.d = m.cfg.Layout, &m.cfg.Layout, m.m0, m.d
+	v.Disabled, v.StopAtBoundary, v.N = false, false, 0
 	if err := m.check(cpu); err != nil {
+		clear(v.Segs[:])
 		return err
 	}
 	if m.cfg.Disabled {
+		clear(v.Segs[:])
 		v.Disabled = true
 		return nil
 	}
@@ -745,11 +750,13 @@ func (m *Model) ViewInto(cpu int, v *View) error {
 	}
 	live[n] = CtxTask
 	n++
+	clear(v.Segs[n:])
 	top, from, addr, hidden := s.x18, InRegister, uint64(0), false
 	for i := 0; i < n; i++ {
 		c := live[i]
 		seg := &v.Segs[i]
 		seg.Context = c
+		seg.Data = nil
 		seg.Size = m.cfg.Size
 		seg.Magic = true
 		if c == CtxTask {
@@ -761,6 +768,7 @@ func (m *Model) ViewInto(cpu int, v *View) error {
 		}
 		seg.genWant = s.gen[c]
 		seg.Top, seg.TopFrom, seg.TopAddr, seg.Hidden = top, from, addr, hidden
+		seg.InterruptedPC, seg.HasInterruptedPC = 0, false
 		if c == CtxTask {
 			break
 		}
@@ -794,7 +802,7 @@ func (m *Model) ViewInto(cpu int, v *View) error {
 // task current on a CPU use View. When the SCS is disabled the View has
 // Disabled set.
 func (m *Model) TaskView(t *Task) View {
-	v := View{Layout: m.cfg.Layout, lay: m.cfg.Layout, m0: m.m0, d: m.d, N: 1}
+	v := View{Layout: m.cfg.Layout, lay: &m.cfg.Layout, m0: m.m0, d: m.d, N: 1}
 	if m.cfg.Disabled || t == nil {
 		v.Disabled = m.cfg.Disabled
 		v.N = 0

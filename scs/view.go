@@ -122,16 +122,17 @@ type View struct {
 	N    int
 	Segs [NumContexts]Segment
 
-	// lay is the Layout that m0 and d were computed for (see masks): Save
-	// uses them while Layout still equals lay, which spares it a copy of
-	// the Layout per call. The zero values agree with the zero Layout.
-	lay   ptrauth.Layout
+	// lay points at the Layout that m0 and d were computed for (see
+	// masks), never changed after: Save uses them while Layout still
+	// equals *lay, which spares it a copy of the Layout per call. Without
+	// it Save computes the masks.
+	lay   *ptrauth.Layout
 	m0, d uint64
 }
 
 // setLayout sets v.Layout and the masks Save derives from it.
 func (v *View) setLayout(l ptrauth.Layout) {
-	v.Layout, v.lay = l, l
+	v.Layout, v.lay = l, &l
 	v.m0, v.d = masks(&l)
 }
 
@@ -320,7 +321,7 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 	}
 	skip = max(skip, 0)
 	m0, d := v.m0, v.d
-	if !sameBytes(&v.Layout, &v.lay) { // set or changed by the caller
+	if v.lay == nil || !sameBytes(&v.Layout, v.lay) { // set or changed by the caller
 		m0, d = masks(&v.Layout)
 	}
 	n, i := 0, 0
@@ -435,7 +436,12 @@ const layoutWords = unsafe.Sizeof(ptrauth.Layout{}) / 8
 // what it cached). It is a handful of loads and compares, where == calls
 // the type's generated equality function.
 func sameBytes(a, b *ptrauth.Layout) bool {
-	return *(*[layoutWords]uint64)(unsafe.Pointer(a)) == *(*[layoutWords]uint64)(unsafe.Pointer(b))
+	x, y := (*[layoutWords]uint64)(unsafe.Pointer(a)), (*[layoutWords]uint64)(unsafe.Pointer(b))
+	var diff uint64
+	for i := range x {
+		diff |= x[i] ^ y[i]
+	}
+	return diff == 0
 }
 
 // copyStripBytes is copyStrip over caller memory: src holds the slots
