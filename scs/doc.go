@@ -90,6 +90,22 @@
 // context it came from, where its slot was and whether it is an
 // interrupted PC.
 //
+// # Memory
+//
+// A Segment reads one of two kinds of memory. Memory the caller owns
+// (bytes it read from a dump, a file, a debugger) is plain read-only data:
+// Segment.Data, little-endian, Data[0] being the byte at Segment.Base,
+// which Save reads with ordinary loads and never writes (NewSnapshotView
+// builds such a View). The model's own shadow stacks have a writer, so
+// they are words the model reads and writes with sync/atomic: the driver
+// provides them through AllocFunc (base address and []uint64, for example
+// the backing words of its own address-space model, so that a dump of it
+// shows the stacks), and a View of the model carries them in unexported
+// fields, with the generations below. NewAllocator provides fresh Go
+// memory for a model nobody else needs to see. Segment.check is the one
+// statement of the rules a segment's memory, base, size, end magic and top
+// must satisfy; Save and Frames both call it.
+//
 // # Reading a running model
 //
 // A View is taken at one instant: Model.View reads the per-CPU words (x18,
