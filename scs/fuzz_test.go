@@ -376,7 +376,7 @@ func FuzzModel(f *testing.F) {
 				if keep {
 					want = append(want, pcs[k-1])
 				}
-				if p == OnStack {
+				if p == OnStack && nest[k-1] == CtxIRQ { // x18 on the task stack; SDEI's is in its saved registers
 					wantErr = ErrInterruptedTopHidden
 					break
 				}
