@@ -39,13 +39,19 @@
 //     unwinder finds through sdei_active_{normal,critical}_event.
 //   - OnStack (mainline in 2022): call_on_irq_stack pushes x18 on the
 //     interrupted stack (stp scs_sp, xzr, [sp, #-16]!) before switching;
-//     SDEI keeps it in its saved registers, which in 2022 nothing per-CPU
-//     pointed at. An unwinder that reads only shadow stacks cannot find
-//     either; it needs the frame chain.
+//     an unwinder that reads only shadow stacks cannot find it and needs
+//     the frame chain. SDEI keeps it in its saved registers, as under
+//     every policy (__sdei_asm_handler's stp x18, x19, [x1,
+//     #SDEI_EVENT_INTREGS + 16 * 9], already in 6.1), found through
+//     sdei_active_{normal,critical}_event.
 //   - PerCPU (the seed patch): the interrupted x18 goes to
 //     irq_shadow_call_stack_saved_ptr or
 //     sdei_shadow_call_stack_{normal,critical}_saved_ptr, reset to 0 on exit
 //     so that a non-zero value means "live".
+//
+// Policy.SavedX18 is the one statement of that rule, per policy and
+// context; the model, the machine in package unwind and its expectations
+// all read it.
 //
 // Every entry and exit counts the memory loads, stores and instructions the
 // policy's real sequence performs (EntryCost, ExitCost, Sequence,
@@ -78,11 +84,47 @@
 //
 // A View is the immutable description Save reads: one Segment per live
 // context, innermost first. Model.View builds one atomically from a running
-// CPU (a sequence lock makes the per-CPU words a consistent snapshot); a
+// CPU (see "Reading a running model" below); a
 // View for a memory snapshot of a real program is a plain struct
 // (NewSnapshotView). Frames is the rich variant: each frame says which
 // context it came from, where its slot was and whether it is an
 // interrupted PC.
+//
+// # Memory
+//
+// A Segment reads one of two kinds of memory. Memory the caller owns
+// (bytes it read from a dump, a file, a debugger) is plain read-only data:
+// Segment.Data, little-endian, Data[0] being the byte at Segment.Base,
+// which Save reads with ordinary loads and never writes (NewSnapshotView
+// builds such a View). The model's own shadow stacks have a writer, so
+// they are words the model reads and writes with sync/atomic: the driver
+// provides them through AllocFunc (base address and []uint64, for example
+// the backing words of its own address-space model, so that a dump of it
+// shows the stacks), and a View of the model carries them in unexported
+// fields, with the generations below. NewAllocator provides fresh Go
+// memory for a model nobody else needs to see. Segment.check is the one
+// statement of the rules a segment's memory, base, size, end magic and top
+// must satisfy; Save and Frames both call it.
+//
+// # Reading a running model
+//
+// A View is taken at one instant: Model.View reads the per-CPU words (x18,
+// the live contexts, the saved pointers, the current task) under the
+// CPU's sequence lock, which every entry, exit and switch holds while it
+// changes them. Pushes do not take that lock (they are the hot path of the
+// model, as of the kernel), so the slots can change after the View was
+// taken and while Save copies them. Each shadow stack therefore keeps a
+// life generation: a push that writes below the highest top the stack has
+// had since the generation last changed (that is, into a slot a reader may
+// have seen live, after a pop or a context re-entry) first bumps the
+// generation; pushes above it and pops leave it alone. The View records
+// each stack's generation, read before its top, and Save and Frames load
+// the generations again after the copy: if one changed they return 0 and
+// ErrChanged, otherwise every slot they read still held its value of the
+// View's instant. A trace from Model.Save (which retries on ErrChanged)
+// or from Save over a Model's View is thus the CPU's shadow stacks at one
+// instant, never a mix of two lifetimes. A View the caller builds over its
+// own memory has no writer, carries no generation, and is not re-checked.
 //
 // Known limit, reproduced and not hidden: when an exception is taken, the
 // interrupted function's own PC is in ELR_EL1 (and then in the pt_regs on
@@ -93,7 +135,8 @@
 // a per-CPU variable (the fix the seed proposes for its v3), and Save
 // inserts it at the boundary; EntryCost shows what that costs.
 //
-// Results: ErrNotSupported when the shadow call stack is disabled
+// Results: ErrChanged when the stacks of a running model changed since
+// the View was taken; ErrNotSupported when the shadow call stack is disabled
 // (errors.Is(err, unix.ENOSYS) holds, as stack_trace_save_shadow returns
 // -ENOSYS); ErrInterruptedTopHidden, with the frames found so far, when the
 // policy left the interrupted x18 where only a frame-pointer walk could find

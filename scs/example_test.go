@@ -1,10 +1,10 @@
 package scs_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
-	"github.com/unwindkit/unwindkit/internal/mem"
 	"github.com/unwindkit/unwindkit/ptrauth"
 	"github.com/unwindkit/unwindkit/scs"
 )
@@ -13,7 +13,7 @@ import (
 // Save copies the IRQ's entry, the interrupted PC and the task's entries.
 func ExampleModel() {
 	m, err := scs.New(scs.Config{Policy: scs.PerCPU, KeepInterruptedPC: true},
-		scs.Allocator(&mem.Memory{}, 0xffff800010000000))
+		scs.NewAllocator(0xffff800010000000))
 	if err != nil {
 		panic(err)
 	}
@@ -39,7 +39,7 @@ func ExampleModel() {
 // Frames tags each frame with its context and source, for explanations.
 func ExampleFrames() {
 	m, _ := scs.New(scs.Config{Policy: scs.ThreadInfo, KeepInterruptedPC: true},
-		scs.Allocator(&mem.Memory{}, 0xffff800010000000))
+		scs.NewAllocator(0xffff800010000000))
 	m.Push(0, 0xffff800080001000)
 	m.EnterSDEI(0, true, 0, 0xffff800080002000)
 	m.Push(0, 0xffff800080003000)
@@ -56,16 +56,39 @@ func ExampleFrames() {
 	// 0xffff800080001000 task          scs
 }
 
+// taskStack is the driver's normal stack for the on-stack example: the
+// model stores the interrupted x18 there (Config.Mem).
+type taskStack struct {
+	base  uint64
+	words [2048]uint64
+}
+
+func (s *taskStack) Load(addr uint64) (uint64, bool) {
+	i := (addr - s.base) / 8
+	if addr%8 != 0 || i >= uint64(len(s.words)) {
+		return 0, false
+	}
+	return s.words[i], true
+}
+
+func (s *taskStack) Store(addr, v uint64) bool {
+	i := (addr - s.base) / 8
+	if addr%8 != 0 || i >= uint64(len(s.words)) {
+		return false
+	}
+	s.words[i] = v
+	return true
+}
+
 // Under the on-stack policy the task's x18 is on the interrupted stack:
 // an SCS-only unwinder stops at the boundary and says so.
 func ExampleSave_hiddenTop() {
-	var memory mem.Memory
-	stack, _ := mem.NewRegion("task stack", "task", 0xffff800008000000, 16384)
-	memory.Add(stack)
-	m, _ := scs.New(scs.Config{Policy: scs.OnStack, Mem: &memory},
-		scs.Allocator(&memory, 0xffff800010000000))
+	stack := &taskStack{base: 0xffff800008000000}
+	m, _ := scs.New(scs.Config{Policy: scs.OnStack, Mem: stack},
+		scs.NewAllocator(0xffff800010000000))
 	m.Push(0, 0xffff800080001000)
-	m.EnterIRQ(0, stack.End()-16, 0xffff800080002000) // stp x18, xzr, [sp, #-16]!
+	sp := stack.base + 16384
+	m.EnterIRQ(0, sp-16, 0xffff800080002000) // stp x18, xzr, [sp, #-16]!
 	m.Push(0, 0xffff800080003000)
 
 	store := make([]uint64, 8)
@@ -75,14 +98,15 @@ func ExampleSave_hiddenTop() {
 	// 1 true false
 }
 
-// A View of a shadow stack captured from a real program: one region, the
-// captured x18, the program's VA layout. PACs are stripped.
+// A View of a shadow stack captured from a real program: its bytes as
+// read from the dump (little-endian, from the stack's base), the captured
+// x18, the program's VA layout. PACs are stripped.
 func ExampleNewSnapshotView() {
 	l := ptrauth.NewLayout(48, true)
-	r, _ := mem.NewRegion("[anon:shadow call stack]", "scs", 0x7f0000000000, 64)
-	r.Store(0x7f0000000000, 0x0000aaaaaaaa1234)
-	r.Store(0x7f0000000008, 0x0012aaaaaaaa5678) // signed: PAC in bits 54:48
-	v := scs.NewSnapshotView(r, 0x7f0000000000, 0x7f0000000010, l)
+	data := make([]byte, 64) // [anon:shadow call stack] at 0x7f0000000000
+	binary.LittleEndian.PutUint64(data[0:], 0x0000aaaaaaaa1234)
+	binary.LittleEndian.PutUint64(data[8:], 0x0012aaaaaaaa5678) // signed: PAC in bits 54:48
+	v := scs.NewSnapshotView(data, 0x7f0000000000, 0x7f0000000010, l)
 
 	store := make([]uint64, 4)
 	n, err := scs.Save(&v, store, 0)

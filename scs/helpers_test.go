@@ -41,7 +41,7 @@ func newRig(tb testing.TB, cfg Config) *rig {
 		r.sp = append(r.sp, st.End())
 	}
 	cfg.Mem = mm
-	m, err := New(cfg, Allocator(mm, scsBase))
+	m, err := New(cfg, memAlloc(mm, scsBase))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -101,4 +101,28 @@ func saveAll(m *Model, cpu int) ([]uint64, error) {
 	buf := make([]uint64, 4096)
 	n, err := m.Save(cpu, buf, 0)
 	return buf[:n], err
+}
+
+// memAlloc returns an AllocFunc that places regions in m one after the
+// other from base, each followed by an unmapped guard gap of one 4 KiB page
+// (like vmalloc'd shadow stacks).
+func memAlloc(m *mem.Memory, base uint64) AllocFunc {
+	next := base
+	return func(name, kind string, size uint64) (uint64, []uint64, error) {
+		r, err := mem.NewRegion(name, kind, next, size)
+		if err != nil {
+			return 0, nil, err
+		}
+		if err := m.Add(r); err != nil {
+			return 0, nil, err
+		}
+		next = r.End() + 4096
+		return r.Base, r.Words(), nil
+	}
+}
+
+// regionBytes returns the little-endian bytes of r from addr on, for
+// Segment.Data.
+func regionBytes(r *mem.Region, addr uint64) []byte {
+	return r.Bytes()[addr-r.Base:]
 }

@@ -6,49 +6,58 @@ import (
 	"sync/atomic"
 
 	"github.com/unwindkit/unwindkit/internal/errs"
-	"github.com/unwindkit/unwindkit/internal/mem"
 	"github.com/unwindkit/unwindkit/percpu"
 )
 
-// AllocFunc allocates a region of size bytes for the model and places it in
-// the driver's memory. kind is "scs"; name says whose shadow stack it is
-// ("irq_shadow_call_stack/0", "task:swapper/0", ...). The region must be at
-// least size bytes; the shadow stack occupies its first size bytes.
-type AllocFunc func(name, kind string, size uint64) (*mem.Region, error)
+// AllocFunc allocates the memory of one shadow stack of size bytes for
+// the model, placed in the driver's address space: it returns the base
+// address and the memory as words, word i at base+8*i, at least size/8 of
+// them. The model reads and writes the words with sync/atomic, and so must
+// anyone else who reads them while the model runs (the driver's view of
+// the same memory, a dump). kind is "scs"; name says whose shadow stack it
+// is ("irq_shadow_call_stack/0", "task:swapper/0", ...).
+type AllocFunc func(name, kind string, size uint64) (base uint64, words []uint64, err error)
 
-// Allocator returns an AllocFunc that places regions in m one after the
-// other from base, each followed by an unmapped guard gap of one 4 KiB page
-// (like vmalloc'd shadow stacks).
-func Allocator(m *mem.Memory, base uint64) AllocFunc {
+// NewAllocator returns an AllocFunc for a model whose memory nobody else
+// needs to see: each shadow stack is fresh Go memory, placed at addresses
+// from base on, one after the other, each followed by an unmapped guard
+// gap of one 4 KiB page (like vmalloc'd shadow stacks).
+func NewAllocator(base uint64) AllocFunc {
 	next := base
-	return func(name, kind string, size uint64) (*mem.Region, error) {
-		r, err := mem.NewRegion(name, kind, next, size)
-		if err != nil {
-			return nil, err
+	return func(name, kind string, size uint64) (uint64, []uint64, error) {
+		size = (size + 7) &^ 7
+		at := next
+		if at%8 != 0 || at+size+4096 < at {
+			return 0, nil, fmt.Errorf("scs: no address space for %s at %#x", name, at)
 		}
-		if err := m.Add(r); err != nil {
-			return nil, err
-		}
-		next = r.End() + 4096
-		return r, nil
+		next = at + size + 4096
+		return at, make([]uint64, size/8), nil
 	}
 }
 
+// stack is one shadow stack's memory as AllocFunc returned it, cut to the
+// configured size: word i is at base+8*i.
+type stack struct {
+	base  uint64
+	words []uint64
+}
+
+// load and store access the word at addr, which must be in the stack.
+func (s *stack) load(addr uint64) uint64     { return atomic.LoadUint64(&s.words[(addr-s.base)/8]) }
+func (s *stack) store(addr uint64, v uint64) { atomic.StoreUint64(&s.words[(addr-s.base)/8], v) }
+
 // Task is a task's shadow call stack and its thread_info fields.
 type Task struct {
-	name   string
-	region *mem.Region // nil when the SCS is disabled
-	base   uint64      // thread_info.scs_base
-	sp     atomic.Uint64
-	cpu    atomic.Int64 // CPU it runs on, or -1
+	name string
+	st   stack  // the shadow stack (no words when the SCS is disabled)
+	base uint64 // thread_info.scs_base
+	sp   atomic.Uint64
+	cpu  atomic.Int64 // CPU it runs on, or -1
+	life life         // the shadow stack's lifetimes, for readers
 }
 
 // Name returns the task's name.
 func (t *Task) Name() string { return t.name }
-
-// Region returns the region holding the task's shadow stack (nil when the
-// SCS is disabled).
-func (t *Task) Region() *mem.Region { return t.region }
 
 // Base returns thread_info.scs_base.
 func (t *Task) Base() uint64 { return t.base }
@@ -87,22 +96,28 @@ type Model struct {
 	// change (odd while one is in progress).
 	x18, active, seq *percpu.Uint64
 	cur              *percpu.Var[atomic.Pointer[Task]]
-	regions          *percpu.Var[[NumContexts]*mem.Region] // IRQ, SDEI regions; fixed after New
+	stacks           *percpu.Var[[NumContexts]stack] // IRQ, SDEI shadow stacks; fixed after New
 
 	// base[c]: irq_shadow_call_stack_ptr, sdei_shadow_call_stack_{normal,critical}_ptr.
 	base [NumContexts]*percpu.Uint64
 	// saved[c]: the PerCPU policy's *_saved_ptr.
 	saved [NumContexts]*percpu.Uint64
 	// sdeiRegs[c]: regs[18] of the SDEI handler's saved interrupted
-	// registers (every policy saves them; ThreadInfo's unwinder reads them).
+	// registers (every policy saves them; see Policy.SavedX18 for which
+	// unwinder reads them).
 	sdeiRegs [NumContexts]*percpu.Uint64
 	// slot: OnStack's stack address holding the task's x18 during an IRQ
 	// (the real code finds it in sp; the model remembers it).
 	slot *percpu.Uint64
 	// pc[c]: the PC interrupted by entering c (KeepInterruptedPC).
 	pc [NumContexts]*percpu.Uint64
+	// lives[c]: the lifetimes of the per-CPU shadow stack of context c
+	// (a task's is in its Task).
+	lives *percpu.Var[[NumContexts]life]
 
 	stats *percpu.Var[stats]
+
+	m0, d uint64 // cfg.Layout's PAC masks, for Views (see masks)
 }
 
 // New returns a model configured by cfg. alloc places the per-CPU IRQ and
@@ -119,6 +134,7 @@ func New(cfg Config, alloc AllocFunc) (*Model, error) {
 	}
 	n := cfg.NumCPU
 	m := &Model{cfg: cfg, alloc: alloc}
+	m.m0, m.d = masks(&cfg.Layout)
 	u := func() *percpu.Uint64 {
 		v, e := percpu.NewUint64(n)
 		if e != nil && err == nil {
@@ -136,23 +152,27 @@ func New(cfg Config, alloc AllocFunc) (*Model, error) {
 	if m.cur, err = percpu.New[atomic.Pointer[Task]](n); err != nil {
 		return nil, err
 	}
-	if m.regions, err = percpu.New[[NumContexts]*mem.Region](n); err != nil {
+	if m.stacks, err = percpu.New[[NumContexts]stack](n); err != nil {
 		return nil, err
 	}
 	if m.stats, err = percpu.New[stats](n); err != nil {
 		return nil, err
 	}
+	if m.lives, err = percpu.New[[NumContexts]life](n); err != nil {
+		return nil, err
+	}
 	names := [NumContexts]string{CtxIRQ: "irq_shadow_call_stack", CtxSDEINormal: "sdei_shadow_call_stack_normal", CtxSDEICritical: "sdei_shadow_call_stack_critical"}
 	for cpu := 0; cpu < n; cpu++ {
 		if !cfg.Disabled {
-			rs := m.regions.Ptr(cpu)
+			rs := m.stacks.Ptr(cpu)
 			for c := CtxIRQ; c < NumContexts; c++ {
-				r, err := m.newSCS(fmt.Sprintf("%s/%d", names[c], cpu))
+				st, err := m.newSCS(fmt.Sprintf("%s/%d", names[c], cpu))
 				if err != nil {
 					return nil, err
 				}
-				rs[c] = r
-				m.base[c].Store(cpu, r.Base)
+				rs[c] = st
+				m.base[c].Store(cpu, st.base)
+				m.lives.Ptr(cpu)[c].hw.Store(st.base)
 			}
 		}
 		t, err := m.NewTask(fmt.Sprintf("swapper/%d", cpu))
@@ -166,18 +186,18 @@ func New(cfg Config, alloc AllocFunc) (*Model, error) {
 	return m, nil
 }
 
-func (m *Model) newSCS(name string) (*mem.Region, error) {
-	r, err := m.alloc(name, "scs", m.cfg.Size)
+func (m *Model) newSCS(name string) (stack, error) {
+	base, words, err := m.alloc(name, "scs", m.cfg.Size)
 	if err != nil {
-		return nil, fmt.Errorf("scs: allocating %s: %w", name, err)
+		return stack{}, fmt.Errorf("scs: allocating %s: %w", name, err)
 	}
-	if r == nil || r.Size() < m.cfg.Size || r.Base%8 != 0 {
-		return nil, fmt.Errorf("scs: allocating %s: got %v, want %d bytes", name, r, m.cfg.Size)
+	n := m.cfg.Size / 8
+	if uint64(len(words)) < n || base%8 != 0 || base+m.cfg.Size < base {
+		return stack{}, fmt.Errorf("scs: allocating %s: got %d bytes at %#x, want %d bytes, 8-byte aligned", name, len(words)*8, base, m.cfg.Size)
 	}
-	if !r.Store(r.Base+m.cfg.Size-8, EndMagic) {
-		return nil, fmt.Errorf("scs: %s: cannot store the end magic", name)
-	}
-	return r, nil
+	st := stack{base: base, words: words[:n:n]}
+	st.store(base+m.cfg.Size-8, EndMagic)
+	return st, nil
 }
 
 // Config returns the model's configuration, defaults filled in.
@@ -198,12 +218,13 @@ func (m *Model) NewTask(name string) (*Task, error) {
 	if m.cfg.Disabled {
 		return t, nil
 	}
-	r, err := m.newSCS("task:" + name)
+	st, err := m.newSCS("task:" + name)
 	if err != nil {
 		return nil, err
 	}
-	t.region, t.base = r, r.Base
-	t.sp.Store(r.Base)
+	t.st, t.base = st, st.base
+	t.sp.Store(st.base)
+	t.life.hw.Store(st.base)
 	return t, nil
 }
 
@@ -251,17 +272,13 @@ func (m *Model) Current(cpu int) *Task {
 	return m.cur.Ptr(cpu).Load()
 }
 
-// Region returns the region holding context c's shadow stack on cpu: the
-// current task's for CtxTask, the per-CPU one otherwise. It is nil for a bad
-// cpu or when the SCS is disabled.
-func (m *Model) Region(cpu int, c Context) *mem.Region {
-	if m.check(cpu) != nil || c >= NumContexts {
-		return nil
-	}
+// stackOf returns context c's shadow stack on cpu (cpu and c checked): the
+// current task's for CtxTask, the per-CPU one otherwise.
+func (m *Model) stackOf(cpu int, c Context) *stack {
 	if c == CtxTask {
-		return m.cur.Ptr(cpu).Load().region
+		return &m.cur.Ptr(cpu).Load().st
 	}
-	return m.regions.Ptr(cpu)[c]
+	return &m.stacks.Ptr(cpu)[c]
 }
 
 // Base returns context c's shadow stack base on cpu: thread_info.scs_base
@@ -277,12 +294,21 @@ func (m *Model) Base(cpu int, c Context) uint64 {
 	return m.base[c].Load(cpu)
 }
 
-// bounds returns the current context's region and usable slot range
-// [base, limit), limit being the end magic's address.
-func (m *Model) bounds(cpu int) (r *mem.Region, base, limit uint64) {
+// bounds returns the current context's shadow stack and usable slot range
+// [base, limit), limit being the end magic's address, and its lifetimes.
+func (m *Model) bounds(cpu int) (st *stack, base, limit uint64, l *life) {
 	c := innermost(m.active.Load(cpu))
-	r, base = m.Region(cpu, c), m.Base(cpu, c)
-	return r, base, base + m.cfg.Size - 8
+	st = m.stackOf(cpu, c)
+	return st, st.base, st.base + m.cfg.Size - 8, m.lifeOf(cpu, c)
+}
+
+// lifeOf returns the lifetimes of context c's shadow stack on cpu (c <
+// NumContexts, cpu checked).
+func (m *Model) lifeOf(cpu int, c Context) *life {
+	if c == CtxTask {
+		return &m.cur.Ptr(cpu).Load().life
+	}
+	return &m.lives.Ptr(cpu)[c]
 }
 
 // Push models a prologue's str x30, [x18], #8 on cpu: lr is stored exactly
@@ -298,7 +324,7 @@ func (m *Model) Push(cpu int, lr uint64) error {
 		return ErrNotSupported
 	}
 	sp := m.x18.Load(cpu)
-	r, base, limit := m.bounds(cpu)
+	r, base, limit, l := m.bounds(cpu)
 	switch {
 	case sp%8 != 0:
 		return errs.Corruptf(errs.RuleMisalignedSCSPointer, sp, "push on cpu %d", cpu)
@@ -307,9 +333,8 @@ func (m *Model) Push(cpu int, lr uint64) error {
 	case sp < base || sp > limit:
 		return errs.Corruptf(errs.RuleSCSPointerOutsideRegion, sp, "push on cpu %d, %s context stack is [%#x, %#x)", cpu, m.Context(cpu), base, limit)
 	}
-	if !r.Store(sp, lr) {
-		return errs.Corruptf(errs.RuleSCSPointerOutsideRegion, sp, "push on cpu %d", cpu)
-	}
+	l.write(sp)
+	r.store(sp, lr)
 	m.x18.Store(cpu, sp+8)
 	bump(&m.stats.Ptr(cpu).pushes)
 	return nil
@@ -326,7 +351,7 @@ func (m *Model) Pop(cpu int) (uint64, error) {
 		return 0, ErrNotSupported
 	}
 	sp := m.x18.Load(cpu)
-	r, base, limit := m.bounds(cpu)
+	r, base, limit, _ := m.bounds(cpu)
 	switch {
 	case sp%8 != 0:
 		return 0, errs.Corruptf(errs.RuleMisalignedSCSPointer, sp, "pop on cpu %d", cpu)
@@ -335,10 +360,7 @@ func (m *Model) Pop(cpu int) (uint64, error) {
 	case sp < base || sp > limit:
 		return 0, errs.Corruptf(errs.RuleSCSPointerOutsideRegion, sp, "pop on cpu %d, %s context stack is [%#x, %#x)", cpu, m.Context(cpu), base, limit)
 	}
-	v, ok := r.Load(sp - 8)
-	if !ok {
-		return 0, errs.Corruptf(errs.RuleSCSPointerOutsideRegion, sp, "pop on cpu %d", cpu)
-	}
+	v := r.load(sp - 8)
 	m.x18.Store(cpu, sp-8)
 	bump(&m.stats.Ptr(cpu).pops)
 	return v, nil
@@ -370,7 +392,8 @@ func (m *Model) EnterIRQ(cpu int, slot, pc uint64) error {
 		return nil
 	}
 	sp := m.x18.Load(cpu)
-	if m.cfg.Policy == OnStack {
+	where := m.cfg.Policy.SavedX18(CtxIRQ)
+	if where == OnInterruptedStack {
 		if slot%16 != 0 {
 			return fmt.Errorf("scs: EnterIRQ on cpu %d: stack slot %#x not 16-byte aligned", cpu, slot)
 		}
@@ -382,14 +405,14 @@ func (m *Model) EnterIRQ(cpu int, slot, pc uint64) error {
 		}
 	}
 	m.begin(cpu)
-	switch m.cfg.Policy {
-	case ThreadInfo:
+	switch where {
+	case InThreadInfo:
 		m.cur.Ptr(cpu).Load().sp.Store(sp)
-	case OnStack:
+	case OnInterruptedStack:
 		m.cfg.Mem.Store(slot, sp)
 		m.cfg.Mem.Store(slot+8, 0)
 		m.slot.Store(cpu, slot)
-	case PerCPU:
+	case InPerCPU:
 		m.saved[CtxIRQ].Store(cpu, sp)
 	}
 	if m.cfg.KeepInterruptedPC {
@@ -413,28 +436,30 @@ func (m *Model) ExitIRQ(cpu int) error {
 		return fmt.Errorf("%w: IRQ exit on cpu %d in %s context", ErrNesting, cpu, c)
 	}
 	var sp uint64
+	where := m.cfg.Policy.SavedX18(CtxIRQ)
 	if !m.cfg.Disabled {
-		switch m.cfg.Policy {
-		case ThreadInfo:
+		switch where {
+		case InThreadInfo:
 			sp = m.cur.Ptr(cpu).Load().sp.Load()
-		case OnStack:
+		case OnInterruptedStack:
 			v, ok := m.cfg.Mem.Load(m.slot.Load(cpu))
 			if !ok {
 				return fmt.Errorf("scs: ExitIRQ on cpu %d: stack slot %#x unmapped", cpu, m.slot.Load(cpu))
 			}
 			sp = v
-		case PerCPU:
+		case InPerCPU:
 			sp = m.saved[CtxIRQ].Load(cpu)
 		}
 	}
 	m.begin(cpu)
 	if !m.cfg.Disabled {
-		switch m.cfg.Policy {
-		case OnStack:
+		switch where {
+		case OnInterruptedStack:
 			m.slot.Store(cpu, 0)
-		case PerCPU:
+		case InPerCPU:
 			m.saved[CtxIRQ].Store(cpu, 0)
 		}
+		m.lifeOf(cpu, CtxTask).raise(sp)
 		m.x18.Store(cpu, sp)
 	}
 	m.active.Store(cpu, 0)
@@ -446,10 +471,12 @@ func (m *Model) ExitIRQ(cpu int) error {
 // EnterSDEI models an SDEI event of normal or critical priority on cpu. A
 // normal event may interrupt the task or an IRQ; a critical one may also
 // interrupt a normal event. The interrupted x18 goes to the handler's saved
-// registers under every policy and, under PerCPU, also to
-// sdei_shadow_call_stack_{normal,critical}_saved_ptr; x18 becomes the
-// per-CPU SDEI shadow stack's base. slot is ignored: SDEI never kept x18 on
-// the interrupted stack. With KeepInterruptedPC pc is stored per-CPU.
+// registers under every policy (__sdei_asm_handler saves all of them) and,
+// under PerCPU, also to sdei_shadow_call_stack_{normal,critical}_saved_ptr;
+// Policy.SavedX18 says which of the two the unwinder reads. x18 becomes
+// the per-CPU SDEI shadow stack's base. slot is unused: no policy keeps
+// SDEI's interrupted x18 on the interrupted stack. With KeepInterruptedPC
+// pc is stored per-CPU.
 func (m *Model) EnterSDEI(cpu int, critical bool, slot, pc uint64) error {
 	if err := m.check(cpu); err != nil {
 		return err
@@ -465,8 +492,8 @@ func (m *Model) EnterSDEI(cpu int, critical bool, slot, pc uint64) error {
 	m.begin(cpu)
 	if !m.cfg.Disabled {
 		sp := m.x18.Load(cpu)
-		m.sdeiRegs[c].Store(cpu, sp)
-		if m.cfg.Policy == PerCPU {
+		m.sdeiRegs[c].Store(cpu, sp) // stp x18, x19, [x1, #SDEI_EVENT_INTREGS + 16 * 9]
+		if m.cfg.Policy.SavedX18(c) == InPerCPU {
 			m.saved[c].Store(cpu, sp)
 		}
 		if m.cfg.KeepInterruptedPC {
@@ -495,10 +522,11 @@ func (m *Model) ExitSDEI(cpu int) error {
 	m.begin(cpu)
 	if !m.cfg.Disabled {
 		sp := m.sdeiRegs[c].Load(cpu)
-		if m.cfg.Policy == PerCPU {
+		if m.cfg.Policy.SavedX18(c) == InPerCPU {
 			sp = m.saved[c].Load(cpu)
 			m.saved[c].Store(cpu, 0)
 		}
+		m.lifeOf(cpu, innermost(act&^(1<<c))).raise(sp)
 		m.x18.Store(cpu, sp)
 	}
 	m.active.Store(cpu, act&^(1<<c))
@@ -537,6 +565,7 @@ func (m *Model) Switch(cpu int, t *Task) error {
 	prev.cpu.Store(-1)
 	t.cpu.Store(int64(cpu))
 	m.cur.Ptr(cpu).Store(t)
+	t.life.raise(t.sp.Load())
 	m.x18.Store(cpu, t.sp.Load())
 	m.end(cpu)
 	bump(&m.stats.Ptr(cpu).switches)
@@ -556,11 +585,11 @@ func (m *Model) CheckCorruption(cpu int) error {
 		return ErrNotSupported
 	}
 	sp := m.x18.Load(cpu)
-	r, base, limit := m.bounds(cpu)
+	r, base, limit, _ := m.bounds(cpu)
 	if sp-base >= m.cfg.Size-1 {
 		return errs.Corruptf(errs.RuleSCSOverflow, sp, "cpu %d %s context: %d bytes past base %#x, size %d", cpu, m.Context(cpu), sp-base, base, m.cfg.Size)
 	}
-	if v, ok := r.Load(limit); !ok || v != EndMagic {
+	if v := r.load(limit); v != EndMagic {
 		return errs.Corruptf(errs.RuleSCSEndMagicOverwritten, limit, "cpu %d %s context: %#x", cpu, m.Context(cpu), v)
 	}
 	return nil
@@ -571,6 +600,9 @@ func (m *Model) CheckCorruption(cpu int) error {
 func (m *Model) SetX18(cpu int, v uint64) error {
 	if err := m.check(cpu); err != nil {
 		return err
+	}
+	if !m.cfg.Disabled {
+		m.lifeOf(cpu, m.Context(cpu)).raise(v)
 	}
 	m.x18.Store(cpu, v)
 	return nil
@@ -588,14 +620,18 @@ func (m *Model) SetSaved(cpu int, c Context, v uint64) error {
 	if c == CtxTask || c >= NumContexts {
 		return fmt.Errorf("scs: SetSaved: %s has no saved pointer", c)
 	}
-	switch {
-	case m.cfg.Policy == PerCPU:
+	if act := m.active.Load(cpu); act&(1<<c) != 0 && !m.cfg.Disabled {
+		// The stack whose top v is: the context c interrupted.
+		m.lifeOf(cpu, innermost(act&(1<<c-1))).raise(v)
+	}
+	switch m.cfg.Policy.SavedX18(c) {
+	case InPerCPU:
 		m.saved[c].Store(cpu, v)
-	case c != CtxIRQ:
+	case InSDEIRegs:
 		m.sdeiRegs[c].Store(cpu, v)
-	case m.cfg.Policy == ThreadInfo:
+	case InThreadInfo:
 		m.cur.Ptr(cpu).Load().sp.Store(v)
-	case m.cfg.Policy == OnStack:
+	case OnInterruptedStack:
 		if !m.cfg.Mem.Store(m.slot.Load(cpu), v) {
 			return fmt.Errorf("scs: SetSaved: stack slot %#x unmapped", m.slot.Load(cpu))
 		}
@@ -635,6 +671,7 @@ type snapshot struct {
 	taskSP            uint64
 	base, saved, regs [NumContexts]uint64
 	pc                [NumContexts]uint64
+	gen               [NumContexts]uint64 // each stack's life generation, read before any top
 }
 
 func (m *Model) read(cpu int, s *snapshot) {
@@ -644,10 +681,18 @@ func (m *Model) read(cpu int, s *snapshot) {
 			runtime.Gosched()
 			continue
 		}
+		// The generations first, then the tops (see life): a push that
+		// lands between them makes the copy report ErrChanged rather
+		// than go unnoticed.
+		s.task = m.cur.Ptr(cpu).Load()
+		s.gen[CtxTask] = s.task.life.gen.Load()
+		ls := m.lives.Ptr(cpu)
+		for c := CtxIRQ; c < NumContexts; c++ {
+			s.gen[c] = ls[c].gen.Load()
+		}
 		s.active = m.active.Load(cpu)
 		s.x18 = m.x18.Load(cpu)
 		s.slot = m.slot.Load(cpu)
-		s.task = m.cur.Ptr(cpu).Load()
 		s.taskSP = s.task.sp.Load()
 		for c := CtxIRQ; c < NumContexts; c++ {
 			s.base[c] = m.base[c].Load(cpu)
@@ -663,9 +708,12 @@ func (m *Model) read(cpu int, s *snapshot) {
 
 // View returns a consistent snapshot of cpu's shadow stacks for Save and
 // Frames: one Segment per live context, innermost first. It may be called
-// from any goroutine while cpu's driver keeps running; the View stays
-// valid, and Save on it returns a prefix of what the stacks held or an
-// error. When the SCS is disabled the View has Disabled set.
+// from any goroutine while cpu's driver keeps running. The View describes
+// the stacks at one instant and carries each stack's life generation at
+// that instant (see "Reading a running model" in the package doc): Save
+// and Frames on it return what the stacks held at that instant, or
+// ErrChanged once the driver has rewritten a slot the View covers. When
+// the SCS is disabled the View has Disabled set.
 func (m *Model) View(cpu int) (View, error) {
 	var v View
 	err := m.ViewInto(cpu, &v)
@@ -675,17 +723,22 @@ func (m *Model) View(cpu int) (View, error) {
 // ViewInto is View writing into *v, which it overwrites entirely; it
 // saves copying a View on hot paths.
 func (m *Model) ViewInto(cpu int, v *View) error {
-	*v = View{Layout: m.cfg.Layout}
+	// Field by field rather than *v = View{...}, which builds the whole
+	// View on the stack and copies it.
+	v.Layout, v.lay, v.m0, v.d = m.cfg.Layout, &m.cfg.Layout, m.m0, m.d
+	v.Disabled, v.StopAtBoundary, v.N = false, false, 0
 	if err := m.check(cpu); err != nil {
+		clear(v.Segs[:])
 		return err
 	}
 	if m.cfg.Disabled {
+		clear(v.Segs[:])
 		v.Disabled = true
 		return nil
 	}
 	var s snapshot
 	m.read(cpu, &s)
-	rs := m.regions.Ptr(cpu)
+	rs := m.stacks.Ptr(cpu)
 	// Live contexts, innermost first.
 	var live [NumContexts]Context
 	n := 0
@@ -697,36 +750,41 @@ func (m *Model) ViewInto(cpu int, v *View) error {
 	}
 	live[n] = CtxTask
 	n++
+	clear(v.Segs[n:])
 	top, from, addr, hidden := s.x18, InRegister, uint64(0), false
 	for i := 0; i < n; i++ {
 		c := live[i]
 		seg := &v.Segs[i]
 		seg.Context = c
+		seg.Data = nil
 		seg.Size = m.cfg.Size
 		seg.Magic = true
 		if c == CtxTask {
-			seg.Region, seg.Base = s.task.region, s.task.base
+			seg.words, seg.Base = s.task.st.words, s.task.st.base
+			seg.gen = &s.task.life.gen
 		} else {
-			seg.Region, seg.Base = rs[c], s.base[c]
+			seg.words, seg.Base = rs[c].words, rs[c].base
+			seg.gen = &m.lives.Ptr(cpu)[c].gen
 		}
+		seg.genWant = s.gen[c]
 		seg.Top, seg.TopFrom, seg.TopAddr, seg.Hidden = top, from, addr, hidden
+		seg.InterruptedPC, seg.HasInterruptedPC = 0, false
 		if c == CtxTask {
 			break
 		}
 		// Where entering c left the interrupted context's x18.
-		addr, hidden = 0, false
-		switch {
-		case m.cfg.Policy == PerCPU:
-			top, from = s.saved[c], InPerCPU
-		case c != CtxIRQ:
-			top, from = s.regs[c], InSDEIRegs
-			hidden = m.cfg.Policy == OnStack
-		case m.cfg.Policy == ThreadInfo:
-			top, from = s.taskSP, InThreadInfo
-		default: // OnStack IRQ
-			top, from, addr, hidden = 0, OnInterruptedStack, s.slot, true
+		from, addr = m.cfg.Policy.SavedX18(c), 0
+		switch from {
+		case InPerCPU:
+			top = s.saved[c]
+		case InSDEIRegs:
+			top = s.regs[c]
+		case InThreadInfo:
+			top = s.taskSP
+		case OnInterruptedStack:
+			addr = s.slot
 		}
-		if hidden {
+		if hidden = from.Hidden(); hidden {
 			top = 0
 		}
 		if m.cfg.KeepInterruptedPC {
@@ -737,11 +795,41 @@ func (m *Model) ViewInto(cpu int, v *View) error {
 	return nil
 }
 
-// Save is View followed by the package-level Save on cpu.
+// TaskView returns a View of task t's shadow stack as t left it when it
+// last stopped running (its thread_info.scs_sp): one segment, Top from
+// InThreadInfo, re-checked like any View of the model (a task that runs
+// again and rewrites the slots makes Save return ErrChanged). For the
+// task current on a CPU use View. When the SCS is disabled the View has
+// Disabled set.
+func (m *Model) TaskView(t *Task) View {
+	v := View{Layout: m.cfg.Layout, lay: &m.cfg.Layout, m0: m.m0, d: m.d, N: 1}
+	if m.cfg.Disabled || t == nil {
+		v.Disabled = m.cfg.Disabled
+		v.N = 0
+		return v
+	}
+	gen := t.life.gen.Load() // before the top, as View reads them
+	v.Segs[0] = Segment{Context: CtxTask, words: t.st.words, Base: t.base, Size: m.cfg.Size, Magic: true,
+		Top: t.sp.Load(), TopFrom: InThreadInfo, gen: &t.life.gen, genWant: gen}
+	return v
+}
+
+// Save is View followed by the package-level Save on cpu, retried while
+// the copy reports ErrChanged (at most saveTries times; then it returns 0
+// and ErrChanged). What it returns is cpu's shadow stacks at one instant.
 func (m *Model) Save(cpu int, store []uint64, skip int) (int, error) {
 	var v View
-	if err := m.ViewInto(cpu, &v); err != nil {
-		return 0, err
+	for try := 0; ; try++ {
+		if err := m.ViewInto(cpu, &v); err != nil {
+			return 0, err
+		}
+		n, err := Save(&v, store, skip)
+		if err != ErrChanged || try+1 == saveTries {
+			return n, err
+		}
+		runtime.Gosched()
 	}
-	return Save(&v, store, skip)
 }
+
+// saveTries bounds Model.Save's retries.
+const saveTries = 100

@@ -3,6 +3,7 @@ package scs
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -27,7 +28,7 @@ func TestConfigSizes(t *testing.T) {
 		{4097, false, 0},
 	} {
 		mm := &mem.Memory{}
-		m, err := New(Config{Size: tc.size, NumCPU: 2}, Allocator(mm, scsBase))
+		m, err := New(Config{Size: tc.size, NumCPU: 2}, memAlloc(mm, scsBase))
 		if (err == nil) != tc.ok {
 			t.Errorf("size %d: err = %v, want ok=%v", tc.size, err, tc.ok)
 			continue
@@ -54,25 +55,25 @@ func TestConfigSizes(t *testing.T) {
 }
 
 func TestNewErrors(t *testing.T) {
-	if _, err := New(Config{Policy: OnStack}, Allocator(&mem.Memory{}, scsBase)); err == nil {
+	if _, err := New(Config{Policy: OnStack}, memAlloc(&mem.Memory{}, scsBase)); err == nil {
 		t.Error("OnStack without Mem: no error")
 	}
 	if _, err := New(Config{}, nil); err == nil {
 		t.Error("nil alloc: no error")
 	}
-	if _, err := New(Config{NumCPU: -1}, Allocator(&mem.Memory{}, scsBase)); err == nil {
+	if _, err := New(Config{NumCPU: -1}, memAlloc(&mem.Memory{}, scsBase)); err == nil {
 		t.Error("negative NumCPU: no error")
 	}
-	if _, err := New(Config{Policy: 7}, Allocator(&mem.Memory{}, scsBase)); err == nil {
+	if _, err := New(Config{Policy: 7}, memAlloc(&mem.Memory{}, scsBase)); err == nil {
 		t.Error("bad policy: no error")
 	}
-	bad := func(name, kind string, size uint64) (*mem.Region, error) {
-		return mem.NewRegion(name, kind, scsBase, size/2)
+	bad := func(name, kind string, size uint64) (uint64, []uint64, error) {
+		return scsBase, make([]uint64, size/16), nil
 	}
 	if _, err := New(Config{}, bad); err == nil {
 		t.Error("short region: no error")
 	}
-	fail := func(name, kind string, size uint64) (*mem.Region, error) { return nil, errors.New("no memory") }
+	fail := func(name, kind string, size uint64) (uint64, []uint64, error) { return 0, nil, errors.New("no memory") }
 	if _, err := New(Config{}, fail); err == nil {
 		t.Error("failing alloc: no error")
 	}
@@ -104,7 +105,7 @@ func TestPushPopCapacity(t *testing.T) {
 				t.Fatal("refused push moved x18")
 			}
 			task := m.Current(0)
-			if v, _ := task.Region().Load(task.Base() + size - 8); v != EndMagic {
+			if v := task.st.load(task.Base() + size - 8); v != EndMagic {
 				t.Fatalf("end magic %#x after refused push", v)
 			}
 			got, err := saveAll(m, 0)
@@ -154,7 +155,7 @@ func TestCheckCorruption(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, Config{Size: size})
 			task := r.m.Current(0)
-			task.Region().Store(task.Base()+size-8, tc.magic)
+			task.st.store(task.Base()+size-8, tc.magic)
 			r.m.SetX18(0, task.Base()+uint64(tc.off))
 			err := r.m.CheckCorruption(0)
 			var ce *CorruptError
@@ -267,7 +268,7 @@ func TestNestingRules(t *testing.T) {
 						t.Fatalf("got %v, want ErrNesting", err)
 					}
 					after, _ := r.m.View(0)
-					if before != after || r.m.Context(0) != beforeCtx || r.m.X18(0) != beforeX18 {
+					if !reflect.DeepEqual(before, after) || r.m.Context(0) != beforeCtx || r.m.X18(0) != beforeX18 {
 						t.Fatal("refused op changed state")
 					}
 				})
@@ -294,7 +295,7 @@ func TestBadCPU(t *testing.T) {
 	if _, err := m.View(2); !errors.As(err, &re) {
 		t.Errorf("view: %v", err)
 	}
-	if m.Context(9) != CtxTask || m.X18(9) != 0 || m.Current(9) != nil || m.Region(9, CtxIRQ) != nil || m.Base(9, CtxIRQ) != 0 {
+	if m.Context(9) != CtxTask || m.X18(9) != 0 || m.Current(9) != nil || m.Base(9, CtxIRQ) != 0 {
 		t.Error("accessors on bad cpu")
 	}
 }
@@ -371,7 +372,7 @@ func TestSwitch(t *testing.T) {
 		t.Fatalf("task a on cpu 1: %x, %v", got, err)
 	}
 	// A corrupted outgoing task stops the switch (scs_overflow_check).
-	a.Region().Store(a.Base()+512-8, 0)
+	a.st.store(a.Base()+512-8, 0)
 	if err := m.Switch(1, m.Current(1)); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("switch away from corrupted task: %v", err)
 	}
@@ -415,7 +416,7 @@ func TestDisabledModel(t *testing.T) {
 	m.ExitSDEI(0)
 	m.ExitIRQ(0)
 	tk, err := m.NewTask("t")
-	if err != nil || tk.Region() != nil {
+	if err != nil || tk.st.words != nil {
 		t.Fatalf("disabled NewTask: %v", err)
 	}
 	if err := m.Switch(1, tk); err != nil || m.Current(1) != tk {

@@ -27,8 +27,8 @@ var (
 	// ErrCorrupt is wrapped by every *CorruptError.
 	ErrCorrupt = errs.ErrCorrupt
 	// ErrInterruptedTopHidden reports that an interrupted context's x18 was
-	// left where only the frame chain can find it (the OnStack policy: on
-	// the interrupted normal stack, or in SDEI's saved registers). It is
+	// left where only the frame chain can find it (the OnStack policy's IRQ
+	// entry: on the interrupted task stack; see Policy.SavedX18). It is
 	// returned with the frames found before that context; it is not
 	// corruption.
 	ErrInterruptedTopHidden = errors.New("scs: interrupted context's shadow stack pointer is hidden from an SCS-only unwinder")
@@ -52,8 +52,9 @@ const (
 	// sdei_active_{normal,critical}_event.
 	ThreadInfo Policy = iota
 	// OnStack is 2022 mainline: IRQ entry pushes x18 on the interrupted
-	// stack with stp scs_sp, xzr, [sp, #-16]!; SDEI keeps it in its saved
-	// registers with no per-CPU pointer to them. Hidden from Save.
+	// stack with stp scs_sp, xzr, [sp, #-16]!, hidden from Save; SDEI
+	// keeps it in its saved registers, found via
+	// sdei_active_{normal,critical}_event.
 	OnStack
 	// PerCPU is the seed patch: irq_shadow_call_stack_saved_ptr and
 	// sdei_shadow_call_stack_{normal,critical}_saved_ptr, reset to 0 on
@@ -144,7 +145,7 @@ type Config struct {
 	Disabled bool
 	// Mem is the driver's memory, where the OnStack policy stores the
 	// interrupted x18 (the slot passed to EnterIRQ). Required for OnStack,
-	// unused otherwise. *mem.Memory satisfies it.
+	// unused otherwise.
 	Mem Memory
 }
 
@@ -171,8 +172,39 @@ func (c Config) withDefaults() (Config, error) {
 	if c.NumCPU < 0 {
 		return c, fmt.Errorf("scs: %d CPUs", c.NumCPU)
 	}
-	if c.Policy == OnStack && c.Mem == nil && !c.Disabled {
+	if c.Policy.SavedX18(CtxIRQ) == OnInterruptedStack && c.Mem == nil && !c.Disabled {
 		return c, errors.New("scs: the on-stack policy needs Config.Mem (the interrupted stacks)")
 	}
 	return c, nil
 }
+
+// savedX18 is the one statement of where each policy keeps the x18 of the
+// context interrupted by entering each context. SDEI's handler
+// (__sdei_asm_handler in arch/arm64/kernel/entry.S) saves all the
+// interrupted registers in the registered event, x18 among them (stp x18,
+// x19, [x1, #SDEI_EVENT_INTREGS + 16 * 9]), under every configuration, and
+// publishes the event in sdei_active_{normal,critical}_event; only the
+// seed patch adds a per-CPU saved pointer as well, which its unwinder
+// reads instead.
+var savedX18 = [numPolicies][NumContexts]Where{
+	ThreadInfo: {CtxIRQ: InThreadInfo, CtxSDEINormal: InSDEIRegs, CtxSDEICritical: InSDEIRegs},
+	OnStack:    {CtxIRQ: OnInterruptedStack, CtxSDEINormal: InSDEIRegs, CtxSDEICritical: InSDEIRegs},
+	PerCPU:     {CtxIRQ: InPerCPU, CtxSDEINormal: InPerCPU, CtxSDEICritical: InPerCPU},
+}
+
+// SavedX18 returns where entering context c under policy p keeps the
+// interrupted context's x18, as the unwinder reads it: the model
+// (Model.View), the machine in package unwind and its expectations all ask
+// here. CtxTask is never entered from another context: InRegister. An
+// unknown policy or context also gives InRegister.
+func (p Policy) SavedX18(c Context) Where {
+	if p >= numPolicies || c >= NumContexts {
+		return InRegister
+	}
+	return savedX18[p][c]
+}
+
+// Hidden reports whether a shadow stack pointer kept at w is out of reach
+// of an unwinder that reads only shadow stacks and per-CPU or per-task
+// words: true for OnInterruptedStack, where only the frame chain leads.
+func (w Where) Hidden() bool { return w == OnInterruptedStack }

@@ -1,11 +1,12 @@
 package scs
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/unwindkit/unwindkit/internal/errs"
-	"github.com/unwindkit/unwindkit/internal/mem"
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
 
@@ -55,12 +56,16 @@ func (w Where) String() string {
 type Segment struct {
 	// Context is the context whose entries these are.
 	Context Context
-	// Region holds the shadow stack. Every read is checked against it.
-	Region *mem.Region
+	// Data is the shadow stack's memory when the caller owns it (bytes
+	// read from a dump, a file, a debugger): plain read-only data,
+	// little-endian, Data[0] being the byte at Base. Save reads it and
+	// never writes it, and checks every read against len(Data). In a View
+	// taken from a Model it is nil: the model's memory is in words.
+	Data []byte
 	// Base is the address of the context's first slot.
 	Base uint64
 	// Size is the shadow stack's size in bytes from Base, end magic
-	// included when Magic is set; 0 means "to the end of Region".
+	// included when Magic is set; 0 means "all of the memory" (Data).
 	Size uint64
 	// Magic says the last word of the stack (Base+Size-8) must hold
 	// EndMagic and is not an entry slot.
@@ -81,11 +86,28 @@ type Segment struct {
 	// Save reports it between this segment's entries and the next one's.
 	InterruptedPC    uint64
 	HasInterruptedPC bool
+
+	// words is the model's own memory for the stack, word 0 at Base,
+	// read atomically (it has a writer); nil for caller memory (Data).
+	words []uint64
+	// gen is the life generation of the model's stack this segment
+	// describes and genWant its value when the View was taken; nil for
+	// a segment over memory without a writer.
+	gen     *atomic.Uint64
+	genWant uint64
 }
 
 // View is the immutable description of a CPU's (or a snapshot's) shadow
 // stacks that Save and Frames read. Build one with Model.View or
 // NewSnapshotView, or fill the fields directly; Save validates everything.
+//
+// A View taken from a Model ([Model.View], [Model.ViewInto]) also carries,
+// in unexported fields, each stack's life generation at the instant it was
+// taken; Save and Frames re-check them after copying and return
+// [ErrChanged] if the model's driver has since rewritten a slot the View
+// covers, so a copy is never a mix of two lifetimes of a stack. A View
+// built over memory the caller owns has no writer and no generations, and
+// is never re-checked.
 type View struct {
 	// Layout strips PACs from entries.
 	Layout ptrauth.Layout
@@ -99,6 +121,19 @@ type View struct {
 	// innermost first.
 	N    int
 	Segs [NumContexts]Segment
+
+	// lay points at the Layout that m0 and d were computed for (see
+	// masks), never changed after: Save uses them while Layout still
+	// equals *lay, which spares it a copy of the Layout per call. Without
+	// it Save computes the masks.
+	lay   *ptrauth.Layout
+	m0, d uint64
+}
+
+// setLayout sets v.Layout and the masks Save derives from it.
+func (v *View) setLayout(l ptrauth.Layout) {
+	v.Layout, v.lay = l, &l
+	v.m0, v.d = masks(&l)
 }
 
 // Segments returns the segments in use, innermost first.
@@ -110,13 +145,16 @@ func (v *View) Segments() []Segment {
 }
 
 // NewSnapshotView returns a View of one shadow stack captured from a real
-// program: the stack occupies region r from base, x18 is the captured
+// program: data is the stack's memory from its base address base on
+// (little-endian, data[0] at base, as read from the dump), x18 the captured
 // register, l the program's VA layout. There is no end magic (user-space
 // shadow stacks are guarded by unmapped pages instead) and no nested
 // context; set Segs[0].Size and Segs[0].Magic for a kernel shadow stack.
-func NewSnapshotView(r *mem.Region, base, x18 uint64, l ptrauth.Layout) View {
-	v := View{Layout: l, N: 1}
-	v.Segs[0] = Segment{Context: CtxTask, Region: r, Base: base, Top: x18, TopFrom: InSnapshot}
+// The View reads data and never writes it.
+func NewSnapshotView(data []byte, base, x18 uint64, l ptrauth.Layout) View {
+	v := View{N: 1}
+	v.setLayout(l)
+	v.Segs[0] = Segment{Context: CtxTask, Data: data, Base: base, Top: x18, TopFrom: InSnapshot}
 	return v
 }
 
@@ -133,7 +171,10 @@ func NewSnapshotView(r *mem.Region, base, x18 uint64, l ptrauth.Layout) View {
 //
 // On a disabled View it returns ErrNotSupported. At a hidden top it returns
 // the entries so far and ErrInterruptedTopHidden; on corrupt state the
-// entries so far and a *CorruptError naming the rule and address.
+// entries so far and a *CorruptError naming the rule and address. On a
+// View of a running Model whose stacks were rewritten since the View was
+// taken it returns 0 and ErrChanged: whatever it returns otherwise is the
+// stacks at the View's instant.
 //
 // Save is small enough to inline; its loop calls no function per entry.
 func Save(v *View, store []uint64, skip int) (int, error) {
@@ -143,89 +184,121 @@ func Save(v *View, store []uint64, skip int) (int, error) {
 	return v.save(store, skip)
 }
 
-// slots validates segment s and returns its region's words and the word
-// range [lo, hi) of its entries.
-func (s *Segment) slots() (words []uint64, lo, hi int, err error) {
-	r := s.Region
-	if r == nil {
-		return nil, 0, 0, errs.Corruptf(errs.RuleSCSRegionMissing, s.Top, "%s context", s.Context)
+// segRule names the first rule check finds a segment breaking.
+type segRule uint8
+
+// The segment rules, in the order check tests them.
+const (
+	segOK             segRule = iota
+	segNoMemory               // neither Data nor the model's words
+	segMisalignedBase         // Base not 8-byte aligned
+	segOutside                // Size not a multiple of 8, or past the memory's end
+	segTooSmall               // Magic set on a stack smaller than a word
+	segMagic                  // the end magic overwritten
+	segMisalignedTop          // Top not 8-byte aligned
+	segTopBelow               // Top below Base
+	segTopOutside             // Top past the stack's last slot
+)
+
+// check is the one home of the rules a segment must satisfy before a copy
+// reads it (Save and Frames call it; err words what it found). It returns
+// the number of entries, words [0, cnt) from Base, or the first rule
+// broken. The only memory it reads is the end magic, once.
+func (s *Segment) check() (cnt int, bad segRule) {
+	var size uint64 // bytes of memory from Base
+	switch {
+	case s.words != nil:
+		size = uint64(len(s.words)) * 8
+	case s.Data != nil:
+		size = uint64(len(s.Data)) &^ 7
+	default:
+		return 0, segNoMemory
 	}
 	if s.Base%8 != 0 {
-		return nil, 0, 0, errs.Corruptf(errs.RuleMisalignedSCSBase, s.Base, "%s context", s.Context)
+		return 0, segMisalignedBase
 	}
-	if !r.Contains(s.Base, 0) {
-		return nil, 0, 0, errs.Corruptf(errs.RuleSCSBaseOutsideRegion, s.Base, "%s context, region %s", s.Context, r)
-	}
-	limit := r.End()
+	lim := size // bytes from Base to the end of the stack's slots
 	if s.Size != 0 {
-		if s.Size%8 != 0 || !r.Contains(s.Base, s.Size) {
-			return nil, 0, 0, errs.Corruptf(errs.RuleSCSOutsideRegion, s.Base, "%s context, %d bytes, region %s", s.Context, s.Size, r)
+		if s.Size%8 != 0 || s.Size > size {
+			return 0, segOutside
 		}
-		limit = s.Base + s.Size
+		lim = s.Size
 	}
-	words = r.Words()
 	if s.Magic {
-		if limit-s.Base < 8 {
-			return nil, 0, 0, errs.Corruptf(errs.RuleSCSTooSmallForEndMagic, s.Base, "%s context", s.Context)
+		if lim < 8 {
+			return 0, segTooSmall
 		}
-		limit -= 8
-		if w := atomic.LoadUint64(&words[(limit-r.Base)/8]); w != EndMagic {
-			return nil, 0, 0, errs.Corruptf(errs.RuleSCSEndMagicOverwritten, limit, "%s context: %#x", s.Context, w)
+		lim -= 8
+		if s.word(int(lim/8)) != EndMagic {
+			return 0, segMagic
 		}
 	}
-	top := s.Top
-	switch {
-	case top%8 != 0:
-		return nil, 0, 0, errs.Corruptf(errs.RuleMisalignedSCSPointer, top, "%s context (from %s)", s.Context, s.TopFrom)
-	case top < s.Base:
-		return nil, 0, 0, errs.Corruptf(errs.RuleSCSPointerBelowBase, top, "%s context (from %s), base %#x", s.Context, s.TopFrom, s.Base)
-	case top > limit:
-		return nil, 0, 0, errs.Corruptf(errs.RuleSCSPointerOutsideRegion, top, "%s context (from %s), stack [%#x, %#x)", s.Context, s.TopFrom, s.Base, limit)
+	if s.Top%8 != 0 {
+		return 0, segMisalignedTop
 	}
-	return words, int((s.Base - r.Base) / 8), int((top - r.Base) / 8), nil
+	if s.Top < s.Base {
+		return 0, segTopBelow
+	}
+	if s.Top-s.Base > lim {
+		return 0, segTopOutside
+	}
+	return int((s.Top - s.Base) / 8), segOK
 }
 
-// err returns the error slots finds for a segment span refused.
+// word returns slot i of the segment's memory (i checked by the caller):
+// atomically from the model's words, little-endian from Data.
+func (s *Segment) word(i int) uint64 {
+	if s.words != nil {
+		return atomic.LoadUint64(&s.words[i])
+	}
+	return binary.LittleEndian.Uint64(s.Data[i*8:])
+}
+
+// err returns the *CorruptError for the rule check finds segment s
+// breaking, naming the rule and the address (nil if it breaks none).
 func (s *Segment) err() error {
-	if _, _, _, err := s.slots(); err != nil {
-		return err
+	_, bad := s.check()
+	switch bad {
+	case segNoMemory:
+		return errs.Corruptf(errs.RuleSCSRegionMissing, s.Top, "%s context", s.Context)
+	case segMisalignedBase:
+		return errs.Corruptf(errs.RuleMisalignedSCSBase, s.Base, "%s context", s.Context)
+	case segOutside:
+		return errs.Corruptf(errs.RuleSCSOutsideRegion, s.Base, "%s context, %d bytes, memory of %d bytes", s.Context, s.Size, s.memSize())
+	case segTooSmall:
+		return errs.Corruptf(errs.RuleSCSTooSmallForEndMagic, s.Base, "%s context", s.Context)
+	case segMagic:
+		at := s.limit()
+		return errs.Corruptf(errs.RuleSCSEndMagicOverwritten, at, "%s context: %#x", s.Context, s.word(int((at-s.Base)/8)))
+	case segMisalignedTop:
+		return errs.Corruptf(errs.RuleMisalignedSCSPointer, s.Top, "%s context (from %s)", s.Context, s.TopFrom)
+	case segTopBelow:
+		return errs.Corruptf(errs.RuleSCSPointerBelowBase, s.Top, "%s context (from %s), base %#x", s.Context, s.TopFrom, s.Base)
+	case segTopOutside:
+		return errs.Corruptf(errs.RuleSCSPointerOutsideRegion, s.Top, "%s context (from %s), stack [%#x, %#x)", s.Context, s.TopFrom, s.Base, s.limit())
 	}
-	return errs.Corruptf(errs.RuleBadSCSSegment, s.Base, "%s context", s.Context) // not reached
+	return nil
 }
 
-// span is slots without error values, for Save's fast path: ok is false
-// exactly when slots returns an error.
-func (s *Segment) span() (words []uint64, lo, hi int, ok bool) {
-	r := s.Region
-	if r == nil {
-		return nil, 0, 0, false
+// memSize is the size of the segment's memory in bytes.
+func (s *Segment) memSize() uint64 {
+	if s.words != nil {
+		return uint64(len(s.words)) * 8
 	}
-	words = r.Words()
-	size := uint64(len(words)) * 8
-	off := s.Base - r.Base // wraps when Base is below the region
-	if s.Base%8 != 0 || off > size {
-		return nil, 0, 0, false
-	}
-	limit := size // offsets from r.Base
+	return uint64(len(s.Data)) &^ 7
+}
+
+// limit is the address just past the segment's last slot (the end
+// magic's address with Magic), for messages.
+func (s *Segment) limit() uint64 {
+	end := s.Base + s.memSize()
 	if s.Size != 0 {
-		if s.Size%8 != 0 || s.Size > size-off {
-			return nil, 0, 0, false
-		}
-		limit = off + s.Size
+		end = s.Base + s.Size
 	}
 	if s.Magic {
-		if limit-off < 8 {
-			return nil, 0, 0, false
-		}
-		limit -= 8
-		if atomic.LoadUint64(&words[limit/8]) != EndMagic {
-			return nil, 0, 0, false
-		}
+		end -= 8
 	}
-	if s.Top%8 != 0 || s.Top < s.Base || s.Top-r.Base > limit {
-		return nil, 0, 0, false
-	}
-	return words, int(off / 8), int((s.Top - r.Base) / 8), true
+	return end
 }
 
 func (s *Segment) hiddenErr() error {
@@ -235,45 +308,49 @@ func (s *Segment) hiddenErr() error {
 	return fmt.Errorf("%w: %s context's x18 is in %s", ErrInterruptedTopHidden, s.Context, s.TopFrom)
 }
 
-// save is Save's body: the copy loop.
+// save is Save's body: the copy loop, then the re-check of a running
+// model's generations. Everything that is not the copy of a valid segment
+// is out of line (fail), so the loop keeps its values in registers.
 func (v *View) save(store []uint64, skip int) (int, error) {
 	if len(store) == 0 {
 		return 0, nil
 	}
-	if v.N < 1 || v.N > len(v.Segs) {
-		return 0, errs.Corruptf(errs.RuleBadSCSView, uint64(v.N), "%d segments", v.N)
+	nseg := v.N
+	if nseg < 1 || nseg > len(v.Segs) {
+		return v.fail(0, -1)
 	}
-	if skip < 0 {
-		skip = 0
+	skip = max(skip, 0)
+	m0, d := v.m0, v.d
+	if v.lay == nil || !sameBytes(&v.Layout, v.lay) { // set or changed by the caller
+		m0, d = masks(&v.Layout)
 	}
-	// The layout's two PAC masks, kept in registers for the loop.
-	m0 := v.Layout.PACMask(false)
-	d := m0 ^ v.Layout.PACMask(true)
-	n := 0
-	for i := 0; i < v.N; i++ {
+	n, i := 0, 0
+	for ; ; i++ {
 		s := &v.Segs[i]
-		if s.Hidden {
-			return n, s.hiddenErr()
+		hi, bad := s.check() // the entries are slots [0, hi) from Base
+		if bad != segOK || s.Hidden {
+			return v.fail(n, i)
 		}
-		words, lo, hi, ok := s.span()
-		if !ok {
-			return n, s.err()
-		}
-		if cnt := hi - lo; skip >= cnt {
-			skip -= cnt
+		if skip >= hi {
+			skip -= hi
 		} else {
-			src := words[lo : hi-skip]
+			hi -= skip
 			skip = 0
-			if room := len(store) - n; len(src) > room {
-				src = src[len(src)-room:]
+			lo := 0
+			if room := len(store) - n; hi > room {
+				lo = hi - room
 			}
-			copyStrip(store[n:n+len(src)], src, m0, d)
-			n += len(src)
+			if s.words != nil {
+				copyStrip(store[n:], s.words[lo:hi], m0, m0^d)
+			} else {
+				copyStripBytes(store[n:], s.Data[lo*8:hi*8], m0, m0^d)
+			}
+			n += hi - lo
 			if n == len(store) {
-				return n, nil
+				break
 			}
 		}
-		if v.StopAtBoundary || i+1 == v.N {
+		if v.StopAtBoundary || i+1 >= nseg {
 			break
 		}
 		if s.HasInterruptedPC {
@@ -283,25 +360,131 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 				store[n] = s.InterruptedPC
 				n++
 				if n == len(store) {
-					return n, nil
+					break
 				}
 			}
 		}
 	}
+	if v.changed(i + 1) {
+		return 0, ErrChanged
+	}
 	return n, nil
 }
 
-// copyStrip is the copy loop, one call per segment: dst[j] is the
-// stripped src[len(src)-1-j], newest first; len(dst) == len(src). Each
-// slot is read once, atomically (READ_ONCE). It is kept out of line so that
-// its few registers are not spilled by save's.
+// fail returns what a copy that stopped at segment i (-1: the View
+// itself) after n entries returns: ErrChanged if the model rewrote the
+// stacks read so far, else the entries and the error: a hidden top, or
+// what slots finds wrong with the segment.
 //
 //go:noinline
-func copyStrip(dst, src []uint64, m0, d uint64) {
-	dst = dst[:len(src)]
-	for i, j := len(src)-1, 0; i >= 0; i, j = i-1, j+1 {
-		dst[j] = strip(atomic.LoadUint64(&src[i]), m0, d)
+func (v *View) fail(n, i int) (int, error) {
+	if i < 0 {
+		return 0, errs.Corruptf(errs.RuleBadSCSView, uint64(v.N), "%d segments", v.N)
 	}
+	if v.changed(i + 1) {
+		return 0, ErrChanged
+	}
+	s := &v.Segs[i]
+	if s.Hidden {
+		return n, s.hiddenErr()
+	}
+	return n, s.err()
+}
+
+// copyStrip is the copy loop, one call per segment: dst[j] is the
+// stripped src[len(src)-1-j], newest first; len(dst) >= len(src). Each
+// slot is read once, atomically (READ_ONCE). m0 and m1 are the PAC fields
+// of the two halves (bit 55 clear, set). It takes four slots per step; when
+// all four have bit 55 set (kernel addresses) stripping is setting the
+// field, p | m1, and when all four have it clear (user addresses) it is
+// clearing it, p &^ m0, which is what strip computes for them, in one
+// operation instead of seven. It is kept out of line so that its registers
+// are not spilled by save's.
+//
+//go:noinline
+func copyStrip(dst, src []uint64, m0, m1 uint64) {
+	d := m0 ^ m1
+	dst = dst[:len(src)]
+	for len(src) >= 4 {
+		k := len(src)
+		s := src[k-4 : k]
+		a, b, c, e := atomic.LoadUint64(&s[3]), atomic.LoadUint64(&s[2]), atomic.LoadUint64(&s[1]), atomic.LoadUint64(&s[0])
+		switch {
+		case a&b&c&e&(1<<55) != 0:
+			a, b, c, e = a|m1, b|m1, c|m1, e|m1
+		case (a|b|c|e)&(1<<55) == 0:
+			a, b, c, e = a&^m0, b&^m0, c&^m0, e&^m0
+		default:
+			a, b, c, e = strip(a, m0, d), strip(b, m0, d), strip(c, m0, d), strip(e, m0, d)
+		}
+		o := dst[:4]
+		o[0], o[1], o[2], o[3] = a, b, c, e
+		dst, src = dst[4:], src[:k-4]
+	}
+	for len(src) >= 1 && len(dst) >= 1 {
+		k := len(src)
+		dst[0] = strip(atomic.LoadUint64(&src[k-1]), m0, d)
+		dst, src = dst[1:], src[:k-1]
+	}
+}
+
+// layoutWords is the size of a ptrauth.Layout in words.
+const layoutWords = unsafe.Sizeof(ptrauth.Layout{}) / 8
+
+// sameBytes reports whether a and b are byte for byte equal, which implies
+// a == b (the converse can fail on padding; the caller then recomputes
+// what it cached). It is a handful of loads and compares, where == calls
+// the type's generated equality function.
+func sameBytes(a, b *ptrauth.Layout) bool {
+	x, y := (*[layoutWords]uint64)(unsafe.Pointer(a)), (*[layoutWords]uint64)(unsafe.Pointer(b))
+	var diff uint64
+	for i := range x {
+		diff |= x[i] ^ y[i]
+	}
+	return diff == 0
+}
+
+// copyStripBytes is copyStrip over caller memory: src holds the slots
+// little-endian, len(src) a multiple of 8; nothing writes it, so plain
+// loads do.
+//
+//go:noinline
+func copyStripBytes(dst []uint64, src []byte, m0, m1 uint64) {
+	d := m0 ^ m1
+	n := len(src) / 8
+	dst = dst[:n]
+	for len(src) >= 32 {
+		k := len(src)
+		s := src[k-32 : k]
+		le := binary.LittleEndian
+		a, b, c, e := le.Uint64(s[24:]), le.Uint64(s[16:]), le.Uint64(s[8:]), le.Uint64(s[0:])
+		switch {
+		case a&b&c&e&(1<<55) != 0:
+			a, b, c, e = a|m1, b|m1, c|m1, e|m1
+		case (a|b|c|e)&(1<<55) == 0:
+			a, b, c, e = a&^m0, b&^m0, c&^m0, e&^m0
+		default:
+			a, b, c, e = strip(a, m0, d), strip(b, m0, d), strip(c, m0, d), strip(e, m0, d)
+		}
+		o := dst[:4]
+		o[0], o[1], o[2], o[3] = a, b, c, e
+		dst, src = dst[4:], src[:k-32]
+	}
+	for len(src) >= 8 && len(dst) >= 1 {
+		k := len(src)
+		dst[0] = strip(binary.LittleEndian.Uint64(src[k-8:]), m0, d)
+		dst, src = dst[1:], src[:k-8]
+	}
+}
+
+// masks returns the PAC field of a pointer with bit 55 clear (m0) and the
+// XOR of both halves' fields (d), for strip. It reads the layout through
+// Strip of two probe values, which costs no copy of the Layout.
+func masks(l *ptrauth.Layout) (m0, d uint64) {
+	const lo = ^uint64(0) &^ (1 << 55) // every bit but 55: Strip clears the field
+	m0 = ^l.Strip(lo) &^ (1 << 55)
+	m1 := l.Strip(1<<55) &^ (1 << 55) // bit 55 alone: Strip sets the field
+	return m0, m0 ^ m1
 }
 
 // strip is ptrauth.Layout.Strip with the layout's masks in registers: m0 is
@@ -354,7 +537,7 @@ func (f Frame) String() string {
 
 // Frames is Save with provenance: it fills store with the same frames Save
 // would return for the same View and skip (PC equal to Save's entries), and
-// the same error.
+// the same error (ErrChanged included).
 func Frames(v *View, store []Frame, skip int) (int, error) {
 	if v.Disabled {
 		return 0, ErrNotSupported
@@ -362,13 +545,21 @@ func Frames(v *View, store []Frame, skip int) (int, error) {
 	if len(store) == 0 {
 		return 0, nil
 	}
+	n, last, err := v.frames(store, skip)
+	if v.changed(last + 1) {
+		return 0, ErrChanged
+	}
+	return n, err
+}
+
+// frames is Frames' body; last is the index of the last segment read.
+func (v *View) frames(store []Frame, skip int) (n, last int, err error) {
 	if v.N < 1 || v.N > len(v.Segs) {
-		return 0, errs.Corruptf(errs.RuleBadSCSView, uint64(v.N), "%d segments", v.N)
+		return 0, -1, errs.Corruptf(errs.RuleBadSCSView, uint64(v.N), "%d segments", v.N)
 	}
 	if skip < 0 {
 		skip = 0
 	}
-	n := 0
 	emit := func(f Frame) bool {
 		if skip > 0 {
 			skip--
@@ -384,30 +575,30 @@ func Frames(v *View, store []Frame, skip int) (int, error) {
 	for i := 0; i < v.N; i++ {
 		s := &v.Segs[i]
 		if s.Hidden {
-			return n, s.hiddenErr()
+			return n, i, s.hiddenErr()
 		}
-		words, lo, hi, err := s.slots()
-		if err != nil {
-			return n, err
+		hi, bad := s.check()
+		if bad != segOK {
+			return n, i, s.err()
 		}
-		for w := hi - 1; w >= lo; w-- {
+		for w := hi - 1; w >= 0; w-- {
 			if skip > 0 { // skipped slots are not read, as in Save
 				skip--
 				continue
 			}
-			raw := atomic.LoadUint64(&words[w])
-			if !emit(Frame{PC: v.Layout.Strip(raw), Raw: raw, Context: s.Context, Source: FromSCS, Addr: s.Region.Base + uint64(w)*8}) {
-				return n, nil
+			raw := s.word(w)
+			if !emit(Frame{PC: v.Layout.Strip(raw), Raw: raw, Context: s.Context, Source: FromSCS, Addr: s.Base + uint64(w)*8}) {
+				return n, i, nil
 			}
 		}
 		if v.StopAtBoundary || i+1 == v.N {
-			break
+			return n, i, nil
 		}
 		if s.HasInterruptedPC {
 			if !emit(Frame{PC: s.InterruptedPC, Raw: s.InterruptedPC, Context: v.Segs[i+1].Context, Source: FromInterruptedPC}) {
-				return n, nil
+				return n, i, nil
 			}
 		}
 	}
-	return n, nil
+	return n, v.N - 1, nil
 }

@@ -6,10 +6,11 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/unwindkit/unwindkit/internal/mem"
+	"encoding/binary"
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
 
@@ -57,7 +58,9 @@ func build(t *testing.T, r *rig, nest []Context, emptyIRQ bool) {
 
 // expected is the ground truth for nest, written from the rules: each
 // context's entries newest first, innermost context first, the interrupted
-// PC between contexts when kept; with OnStack every boundary is hidden.
+// PC between contexts when kept; with OnStack the IRQ boundary is hidden
+// (x18 pushed on the interrupted stack), while an SDEI boundary is not
+// (x18 in the event's saved registers, under every policy).
 func expected(p Policy, nest []Context, keepPC, stop, emptyIRQ bool) ([]uint64, error) {
 	var out []uint64
 	for k := len(nest) - 1; k >= 0; k-- {
@@ -71,7 +74,7 @@ func expected(p Policy, nest []Context, keepPC, stop, emptyIRQ bool) ([]uint64, 
 		if keepPC {
 			out = append(out, interruptedPC(c))
 		}
-		if p == OnStack {
+		if p == OnStack && c == CtxIRQ {
 			return out, ErrInterruptedTopHidden
 		}
 	}
@@ -169,7 +172,7 @@ func TestViewSources(t *testing.T) {
 			if s.TopFrom != want[p][i] {
 				t.Errorf("%s segment %d (%s): top from %s, want %s", p, i, s.Context, s.TopFrom, want[p][i])
 			}
-			if s.Hidden != (p == OnStack && i > 0) {
+			if s.Hidden != (p == OnStack && s.Context == CtxTask) {
 				t.Errorf("%s segment %d: hidden %v", p, i, s.Hidden)
 			}
 			if !s.Hidden {
@@ -339,12 +342,12 @@ func TestCorruptState(t *testing.T) {
 		}, "scs pointer below base", 0},
 		{"task magic overwritten", ThreadInfo, nestings[0], func(r *rig) uint64 {
 			tk := r.m.Current(0)
-			tk.Region().Store(tk.Base()+size-8, 0)
+			tk.st.store(tk.Base()+size-8, 0)
 			return tk.Base() + size - 8
 		}, "scs end magic overwritten", 0},
 		{"task magic overwritten under irq", PerCPU, nestings[1], func(r *rig) uint64 {
 			tk := r.m.Current(0)
-			tk.Region().Store(tk.Base()+size-8, 1)
+			tk.st.store(tk.Base()+size-8, 1)
 			return tk.Base() + size - 8
 		}, "scs end magic overwritten", 3},
 		{"irq saved ptr into irq region", PerCPU, nestings[1], func(r *rig) uint64 {
@@ -406,21 +409,20 @@ func TestCorruptState(t *testing.T) {
 }
 
 func TestViewErrors(t *testing.T) {
-	r, _ := mem.NewRegion("scs", "scs", 0x1000, 256)
-	base := NewSnapshotView(r, 0x1000, 0x1010, ptrauth.Layout{})
+	data := make([]byte, 256) // caller memory: the stack from 0x1000
+	base := NewSnapshotView(data, 0x1000, 0x1010, ptrauth.Layout{})
 	for _, tc := range []struct {
 		name string
 		mod  func(v *View)
 		rule string
 	}{
-		{"nil region", func(v *View) { v.Segs[0].Region = nil }, "scs region missing"},
+		{"no memory", func(v *View) { v.Segs[0].Data = nil }, "scs region missing"},
 		{"base misaligned", func(v *View) { v.Segs[0].Base = 0x1004 }, "misaligned scs base"},
-		{"base below region", func(v *View) { v.Segs[0].Base = 0x800 }, "scs base outside region"},
-		{"base above region", func(v *View) { v.Segs[0].Base = 0x2000 }, "scs base outside region"},
 		{"size beyond region", func(v *View) { v.Segs[0].Size = 512 }, "scs outside region"},
 		{"size misaligned", func(v *View) { v.Segs[0].Size = 100 }, "scs outside region"},
 		{"magic missing", func(v *View) { v.Segs[0].Magic = true }, "scs end magic overwritten"},
-		{"no room for magic", func(v *View) { v.Segs[0].Base = 0x1100; v.Segs[0].Magic = true }, "scs too small for end magic"},
+		{"no room for magic", func(v *View) { v.Segs[0].Data = data[:7]; v.Segs[0].Magic = true }, "scs too small for end magic"},
+		{"top past short data", func(v *View) { v.Segs[0].Data = data[:15] }, "scs pointer outside region"},
 		{"top past limit", func(v *View) { v.Segs[0].Size = 8 }, "scs pointer outside region"},
 		{"N zero", func(v *View) { v.N = 0 }, "bad scs view"},
 		{"N too big", func(v *View) { v.N = 5 }, "bad scs view"},
@@ -440,14 +442,14 @@ func TestViewErrors(t *testing.T) {
 		}
 		checkFrames(t, &v, 0, 4)
 	}
-	// A snapshot view reads up to the region end without magic.
-	r.Store(0x1008, 0xaa)
-	r.Store(0x1000, 0xbb)
+	// A snapshot view reads up to the end of its data without magic.
+	binary.LittleEndian.PutUint64(data[8:], 0xaa)
+	binary.LittleEndian.PutUint64(data[0:], 0xbb)
 	buf := make([]uint64, 4)
 	if n, err := Save(&base, buf, 0); n != 2 || err != nil || buf[0] != 0xaa || buf[1] != 0xbb {
 		t.Fatalf("snapshot: %x %v", buf[:n], err)
 	}
-	full := NewSnapshotView(r, 0x1000, 0x1100, ptrauth.Layout{})
+	full := NewSnapshotView(data, 0x1000, 0x1100, ptrauth.Layout{})
 	if n, err := Save(&full, make([]uint64, 64), 0); n != 32 || err != nil {
 		t.Fatalf("snapshot to region end: %d %v", n, err)
 	}
@@ -532,5 +534,86 @@ func TestStripMatchesLayout(t *testing.T) {
 				t.Fatalf("layout %+v: strip(%#x) = %#x, Layout.Strip %#x", l, p, got, want)
 			}
 		}
+		if g0, g1 := masks(&l); g0 != m0 || g1 != d {
+			t.Fatalf("layout %+v: masks %#x %#x, want %#x %#x", l, g0, g1, m0, d)
+		}
+		// copyStrip's four-at-a-time paths (all bit 55 set, all clear,
+		// mixed) and its tail, against Layout.Strip, for every length.
+		for n := range 23 {
+			src := make([]uint64, n)
+			for round := range 40 {
+				for i := range src {
+					src[i] = rng.Uint64()
+					switch round % 4 {
+					case 0:
+						src[i] |= 1 << 55
+					case 1:
+						src[i] &^= 1 << 55
+					}
+				}
+				dst := make([]uint64, n+3)
+				for i := range dst {
+					dst[i] = 0x5a5a
+				}
+				copyStrip(dst, src, m0, m0^d)
+				for j := range n {
+					if want := l.Strip(src[n-1-j]); dst[j] != want {
+						t.Fatalf("layout %+v: copyStrip of %x: dst[%d] = %#x, want %#x", l, src, j, dst[j], want)
+					}
+				}
+				for j := n; j < len(dst); j++ {
+					if dst[j] != 0x5a5a {
+						t.Fatalf("copyStrip wrote past %d entries", n)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestSavedX18 checks the policy table against the kernel's entry code:
+// SDEI keeps the interrupted x18 in the event's saved registers under
+// every policy (the seed patch's per-CPU copy being what its unwinder
+// reads), and only OnStack's IRQ entry hides it.
+func TestSavedX18(t *testing.T) {
+	want := map[Policy][NumContexts]Where{
+		ThreadInfo: {CtxIRQ: InThreadInfo, CtxSDEINormal: InSDEIRegs, CtxSDEICritical: InSDEIRegs},
+		OnStack:    {CtxIRQ: OnInterruptedStack, CtxSDEINormal: InSDEIRegs, CtxSDEICritical: InSDEIRegs},
+		PerCPU:     {CtxIRQ: InPerCPU, CtxSDEINormal: InPerCPU, CtxSDEICritical: InPerCPU},
+	}
+	for _, p := range Policies {
+		for c := CtxTask; c < NumContexts; c++ {
+			w := p.SavedX18(c)
+			if w != want[p][c] {
+				t.Errorf("%s %s: %s, want %s", p, c, w, want[p][c])
+			}
+			if w.Hidden() != (p == OnStack && c == CtxIRQ) {
+				t.Errorf("%s %s: hidden %v", p, c, w.Hidden())
+			}
+		}
+	}
+	if w := Policy(9).SavedX18(CtxIRQ); w != InRegister {
+		t.Errorf("unknown policy: %s", w)
+	}
+}
+
+// TestLayoutSizeWords guards sameBytes: a Layout is a whole number of
+// words, and a View whose Layout the caller changed strips with the new
+// one.
+func TestLayoutSizeWords(t *testing.T) {
+	if unsafe.Sizeof(ptrauth.Layout{})%8 != 0 {
+		t.Fatalf("ptrauth.Layout is %d bytes", unsafe.Sizeof(ptrauth.Layout{}))
+	}
+	r := newRig(t, Config{Layout: ptrauth.NewLayout(48, false)})
+	signed := retAddr(CtxTask, 1) ^ 0x7f<<48
+	mustPush(t, r.m, 0, signed)
+	v, _ := r.m.View(0)
+	buf := make([]uint64, 4)
+	if n, err := Save(&v, buf, 0); n != 1 || err != nil || buf[0] != retAddr(CtxTask, 1) {
+		t.Fatalf("48-bit: %d %v %#x", n, err, buf[0])
+	}
+	v.Layout = ptrauth.NewLayout(52, false)
+	if n, err := Save(&v, buf, 0); n != 1 || err != nil || buf[0] != v.Layout.Strip(signed) {
+		t.Fatalf("52-bit: %d %v %#x, want %#x", n, err, buf[0], v.Layout.Strip(signed))
 	}
 }

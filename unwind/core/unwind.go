@@ -37,7 +37,11 @@ func (c *Core) Frames(t *Thread, method unwind.Method) ([]unwind.Frame, error) {
 		if err != nil || r == nil {
 			return nil, fmt.Errorf("core: thread %d: shadow call stack at %#x not loaded: %v", t.PID, t.SCSBase, err)
 		}
-		v := scs.NewSnapshotView(r, t.SCSBase, t.Regs.X[18], c.Layout)
+		var data []byte // the shadow stack's bytes from SCSBase on
+		if t.SCSBase >= r.Base && t.SCSBase <= r.End() {
+			data = r.Bytes()[t.SCSBase-r.Base:]
+		}
+		v := scs.NewSnapshotView(data, t.SCSBase, t.Regs.X[18], c.Layout)
 		buf := make([]scs.Frame, r.Size()/8+1)
 		n, err := scs.Frames(&v, buf, 0)
 		out := make([]unwind.Frame, 0, n)

@@ -30,8 +30,8 @@
 // return address is only in x30; asm and __noscs functions push nothing on
 // the shadow call stack; -fomit-frame-pointer functions link no record;
 // the interrupted pc is not on the shadow call stack unless
-// Config.KeepInterruptedPC; the OnStack policy hides interrupted contexts
-// from an SCS-only unwinder; the SCS copy does not recover trampolines).
+// Config.KeepInterruptedPC; the OnStack policy hides the context an IRQ
+// interrupted from an SCS-only unwinder; the SCS copy does not recover trampolines).
 // The package's tests hold both unwinders to those expectations over
 // random and fuzzed event sequences, and CPU.Compare explains every
 // difference in words.

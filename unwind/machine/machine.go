@@ -265,8 +265,12 @@ func NewMachine(cfg Config) (*Machine, error) {
 			Layout:            cfg.Layout,
 			KeepInterruptedPC: cfg.KeepInterruptedPC,
 			Mem:               m.mem,
-		}, func(name, kind string, size uint64) (*mem.Region, error) {
-			return m.alloc(name, kind, size, size)
+		}, func(name, kind string, size uint64) (uint64, []uint64, error) {
+			r, err := m.alloc(name, kind, size, size)
+			if err != nil {
+				return 0, nil, err
+			}
+			return r.Base, r.Words(), nil
 		})
 		if err != nil {
 			return nil, err
@@ -757,7 +761,7 @@ func (c *CPU) EnterIRQ() error {
 	h := ha.f
 	cois := m.text.byName[FnCallOnIRQStack]
 	var slot uint64
-	if m.cfg.SCS && m.cfg.Policy == OnStack {
+	if m.cfg.SCS && m.cfg.Policy.SavedX18(ContextIRQ) == scs.OnInterruptedStack {
 		// stp scs_sp, xzr, [sp, #-16]!
 		ctx.sp -= 16
 		slot = ctx.sp
@@ -894,8 +898,11 @@ func (c *CPU) EnterSDEI(critical bool) error {
 	ev.Store(ev.Base+ptRegsX29, ctx.x29)
 	ev.Store(ev.Base+ptRegsX30, ctx.x30)
 	ev.Store(ev.Base+ptRegsPC, ipc)
+	// The interrupted x18 is saved with the other registers (stp x18, x19,
+	// [x1, #SDEI_EVENT_INTREGS + 16 * 9]) under every policy: the one
+	// rule, scs.Policy.SavedX18, puts nothing on the interrupted stack.
 	var slot uint64
-	if m.cfg.SCS && m.cfg.Policy == OnStack {
+	if m.cfg.SCS && m.cfg.Policy.SavedX18(kind) == scs.OnInterruptedStack {
 		ctx.sp -= 16
 		slot = ctx.sp
 	}

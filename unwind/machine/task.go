@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/unwindkit/unwindkit/fp"
-	"github.com/unwindkit/unwindkit/scs"
 	"github.com/unwindkit/unwindkit/unwind"
 )
 
@@ -41,10 +40,7 @@ func (t *Task) Source(method unwind.Method) (*unwind.Source, error) {
 		if m.scs == nil {
 			return nil, fmt.Errorf("unwind: shadow call stack copy: %w", unwind.ErrNotSupported)
 		}
-		st := t.scsState
-		v := scs.NewSnapshotView(st.Region(), st.Base(), st.SP(), m.cfg.Layout)
-		v.Segs[0].Size, v.Segs[0].Magic = m.cfg.SCSSize, true
-		v.Segs[0].TopFrom = scs.InThreadInfo
+		v := m.scs.TaskView(t.scsState)
 		src = unwind.NewSCSSource(&v, unwind.SourceOptions{Symbolizer: m.sym})
 	case unwind.MethodFP:
 		if !m.cfg.FramePointers {

@@ -122,8 +122,8 @@ func truthOf(m *Machine, ctxs []*context) []truthEntry {
 type Expectation struct {
 	PCs []uint64
 	// Err is the error the unwinder must return (nil, or
-	// ErrInterruptedTopHidden for the OnStack policy past the first
-	// context boundary).
+	// ErrInterruptedTopHidden for the OnStack policy past an IRQ's
+	// boundary).
 	Err error
 	// Missing lists the truth entries the technique cannot see, with why.
 	Missing []Missing
@@ -199,7 +199,7 @@ func expectSCS(m *Machine, ctxs []*context, es []truthEntry, opts SaveOptions) E
 					}
 				}
 			}
-			if m.cfg.Policy == OnStack {
+			if m.cfg.Policy.SavedX18(ctxs[i+1].kind).Hidden() {
 				x.Err = unwind.ErrInterruptedTopHidden
 				for k := range es {
 					if !used[k] {

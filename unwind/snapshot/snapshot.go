@@ -138,7 +138,11 @@ func (s *Snapshot) Source(method unwind.Method) (*unwind.Source, error) {
 		if r == nil {
 			return nil, fmt.Errorf("unwind: snapshot has no shadow call stack: %w", unwind.ErrNotSupported)
 		}
-		v := scs.NewSnapshotView(r, s.SCSBase, s.Regs.X18, s.Layout)
+		var data []byte // the shadow stack's bytes from SCSBase on
+		if s.SCSBase >= r.Base && s.SCSBase <= r.End() {
+			data = r.Bytes()[s.SCSBase-r.Base:]
+		}
+		v := scs.NewSnapshotView(data, s.SCSBase, s.Regs.X18, s.Layout)
 		src = unwind.NewSCSSource(&v, unwind.SourceOptions{Symbolizer: s.sym})
 	case unwind.MethodFP:
 		c := fp.Config{

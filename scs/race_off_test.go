@@ -1,0 +1,5 @@
+//go:build !race
+
+package scs
+
+const raceEnabled = false
