@@ -22,6 +22,7 @@ const program = `package main
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -76,8 +77,29 @@ func fpWalk() *fp.Config {
 	return cfg
 }
 
-// scsCopy copies a shadow call stack the program wrote itself.
+// scsCopy copies a shadow call stack the program wrote itself: a kernel
+// shadow stack of 1 KiB as bytes, with SCS_END_MAGIC in its last word and
+// three signed return addresses pushed.
 func scsCopy() {
+	const base, size = 0xffff000012340000, 1024
+	data := make([]byte, size)
+	binary.LittleEndian.PutUint64(data[size-8:], scs.EndMagic)
+	x18 := uint64(base)
+	for i := uint64(1); i <= 3; i++ { // str x30, [x18], #8
+		binary.LittleEndian.PutUint64(data[x18-base:], layout.Sign(0xffff800080000000+4*i, x18, key, ptrauth.QARMA5))
+		x18 += 8
+	}
+	v := scs.NewSnapshotView(data, base, x18, layout)
+	v.Segs[0].Size, v.Segs[0].Magic = size, true
+	store := make([]uint64, 8)
+	n, err := scs.Save(&v, store, 0)
+	fmt.Printf("scs: %d entries, err %v, %#x\n", n, err, store[:n])
+	// Overwriting the end magic is corruption, found by the same copy.
+	binary.LittleEndian.PutUint64(data[size-8:], 0)
+	_, err = scs.Save(&v, store, 0)
+	var ce *scs.CorruptError
+	fmt.Println("scs: magic overwritten:", errors.As(err, &ce) && ce.Rule == scs.RuleSCSEndMagicOverwritten)
+
 	// The model's machine pushes real return addresses onto its shadow
 	// stack; the SCS copy and the FP walk of the same CPU agree.
 	cfg := machine.DefaultConfig()
@@ -98,9 +120,6 @@ func scsCopy() {
 		got[i] = store[:n]
 	}
 	fmt.Printf("machine: SCS %d frames, FP %d frames, equal %v\n", len(got[0]), len(got[1]), fmt.Sprint(got[0]) == fmt.Sprint(got[1]))
-	// A View with no segments is rejected, not copied.
-	n, err := scs.Save(&scs.View{Layout: layout}, make([]uint64, 4), 0)
-	fmt.Printf("scs: %d entries, err %v\n", n, err)
 }
 
 func main() {
@@ -165,8 +184,9 @@ func check(err error) {
 // want is program's output: the FP walk strips the PACs it signed, the
 // depot deduplicates, live.Callers agrees with runtime.Callers.
 const want = `fp: 4 frames, end final, err <nil>, [0x400000 0x400003 0x400002 0x400001]
+scs: 3 entries, err <nil>, [0xffff80008000000c 0xffff800080000008 0xffff800080000004]
+scs: magic overwritten: true
 machine: SCS 2 frames, FP 2 frames, equal true
-scs: 0 entries, err unwindkit: corrupt state: bad scs view at 0x0: 0 segments
 depot: same handle true, [0x400003 0x400002 0x400001]
 percpu: 0 7
 live: main.main true
