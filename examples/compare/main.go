@@ -180,89 +180,39 @@ func onOff(b bool) string {
 }
 
 // policyCost times a context's entry and exit on the model under each
-// policy, next to what the policy's entry code adds in memory operations.
+// policy (the bodies of go test -bench EntryExit ./unwind/machine), next to
+// what the policy's entry code adds in memory operations.
 func policyCost(w io.Writer, b bench) error {
 	fmt.Fprintln(w, "#### Shadow call stack entry policies: what the entry and exit code add")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| policy | context | entry adds | exit adds | model entry+exit ns | vs thread_info |")
 	fmt.Fprintln(w, "|---|---|---|---|---:|---:|")
-	ctxs := []machine.Context{machine.ContextIRQ, machine.ContextSDEINormal, machine.ContextSDEICritical}
 	var ns [len(scs.Policies)][]float64
-	for _, ctx := range ctxs {
-		var fs []func(int)
-		var errs []*error
+	for _, ctx := range benchbody.EntryContexts {
+		var bodies []func(*testing.B)
 		for _, pol := range scs.Policies {
-			f, errp, err := entryExit(pol, ctx)
+			body, err := benchbody.EntryExit(pol, ctx)
 			if err != nil {
 				return err
 			}
-			fs = append(fs, f)
-			errs = append(errs, errp)
+			bodies = append(bodies, body)
 		}
-		got, err := b.ns(fs...)
+		got, err := b.run(bodies...)
 		if err != nil {
-			return err
+			return fmt.Errorf("%v entry and exit: %w", ctx, err)
 		}
 		for j := range scs.Policies {
-			if *errs[j] != nil {
-				return *errs[j]
-			}
 			ns[j] = append(ns[j], got[j])
 		}
 	}
 	for j, pol := range scs.Policies {
-		for i, ctx := range ctxs {
+		for i, ctx := range benchbody.EntryContexts {
 			fmt.Fprintf(w, "| %v | %v | %v | %v | %.0f | %.2fx |\n", pol, ctx,
 				scs.EntryCost(pol, ctx, false), scs.ExitCost(pol, ctx, false), ns[j][i], ns[j][i]/ns[0][i])
 		}
 	}
 	fmt.Fprintln(w)
 	return nil
-}
-
-// entryExit returns a function that enters and leaves ctx n times on a
-// fresh machine with policy pol, and where it leaves its error.
-func entryExit(pol machine.Policy, ctx machine.Context) (func(int), *error, error) {
-	cfg := machine.DefaultConfig()
-	cfg.Policy = pol
-	cfg.Funcs = []machine.Func{{Name: "work"}}
-	m, err := machine.NewMachine(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	t, err := m.NewTask("bench", "work")
-	if err != nil {
-		return nil, nil, err
-	}
-	c := m.CPU(0)
-	if err := c.Switch(t); err != nil {
-		return nil, nil, err
-	}
-	var enter, exit func() error
-	switch ctx {
-	case machine.ContextIRQ:
-		enter, exit = c.EnterIRQ, c.ExitIRQ
-	case machine.ContextSDEINormal:
-		enter, exit = func() error { return c.EnterSDEI(false) }, c.ExitSDEI
-	case machine.ContextSDEICritical:
-		if err := c.EnterSDEI(false); err != nil {
-			return nil, nil, err
-		}
-		enter, exit = func() error { return c.EnterSDEI(true) }, c.ExitSDEI
-	}
-	ferr := new(error)
-	return func(n int) {
-		for range n {
-			if err := enter(); err != nil {
-				*ferr = err
-				return
-			}
-			if err := exit(); err != nil {
-				*ferr = err
-				return
-			}
-		}
-	}, ferr, nil
 }
 
 // liveUnwinder is one way to unwind the running Go program.

@@ -73,3 +73,51 @@ func ModelSave(b *testing.B, src *unwind.Source, depth int) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(depth), "ns/frame")
 }
+
+// EntryContexts are the contexts whose entry and exit EntryExit times.
+var EntryContexts = []machine.Context{machine.ContextIRQ, machine.ContextSDEINormal, machine.ContextSDEICritical}
+
+// EntryExit returns a body that enters and leaves ctx (a hard IRQ, an SDEI
+// normal or critical event) on a fresh one-CPU machine with x18 policy
+// pol: the entry and exit code each policy runs, on the model.
+func EntryExit(pol machine.Policy, ctx machine.Context) (func(*testing.B), error) {
+	cfg := machine.DefaultConfig()
+	cfg.Policy = pol
+	cfg.Funcs = []machine.Func{{Name: "work"}}
+	m, err := machine.NewMachine(cfg)
+	if err != nil {
+		return nil, err
+	}
+	t, err := m.NewTask("bench", "work")
+	if err != nil {
+		return nil, err
+	}
+	c := m.CPU(0)
+	if err := c.Switch(t); err != nil {
+		return nil, err
+	}
+	var enter, exit func() error
+	switch ctx {
+	case machine.ContextIRQ:
+		enter, exit = c.EnterIRQ, c.ExitIRQ
+	case machine.ContextSDEINormal:
+		enter, exit = func() error { return c.EnterSDEI(false) }, c.ExitSDEI
+	case machine.ContextSDEICritical:
+		if err := c.EnterSDEI(false); err != nil {
+			return nil, err
+		}
+		enter, exit = func() error { return c.EnterSDEI(true) }, c.ExitSDEI
+	default:
+		return nil, fmt.Errorf("benchbody: no entry for context %v", ctx)
+	}
+	return func(b *testing.B) {
+		for b.Loop() {
+			if err := enter(); err != nil {
+				b.Fatal(err)
+			}
+			if err := exit(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}, nil
+}

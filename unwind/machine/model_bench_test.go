@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/unwindkit/unwindkit/internal/benchbody"
+	"github.com/unwindkit/unwindkit/scs"
 	"github.com/unwindkit/unwindkit/unwind"
 )
 
@@ -25,6 +26,24 @@ func BenchmarkModelSave(b *testing.B) {
 					benchbody.ModelSave(b, src, depth)
 				})
 			}
+		}
+	}
+}
+
+// BenchmarkEntryExit enters and leaves each context under each x18 policy:
+// the bodies of examples/compare's policy table.
+//
+//	go test -run '^$' -bench EntryExit -count 6 ./unwind/machine
+func BenchmarkEntryExit(b *testing.B) {
+	for _, ctx := range benchbody.EntryContexts {
+		for _, pol := range scs.Policies {
+			b.Run(fmt.Sprintf("%v/%v", ctx, pol), func(b *testing.B) {
+				body, err := benchbody.EntryExit(pol, ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				body(b)
+			})
 		}
 	}
 }
