@@ -12,7 +12,7 @@ func fakePhys(exps ...[]uintptr) []physFrame {
 		if e == nil {
 			e = []uintptr{} // non-nil: expansion() must not ask the runtime
 		}
-		p = append(p, physFrame{ret: 0x100 + uintptr(i)*0x10, pcs: e})
+		p = append(p, physFrame{ret: 0x100 + uintptr(i)*0x10, pcs: e, done: true})
 	}
 	return p
 }
@@ -20,12 +20,12 @@ func fakePhys(exps ...[]uintptr) []physFrame {
 func kinds(p []physFrame) []kind {
 	var ks []kind
 	for _, f := range p {
-		e := lookup(f.ret)
-		if e == nil {
+		k, _, ok := lookup(f.ret)
+		if !ok {
 			ks = append(ks, 255)
 			continue
 		}
-		ks = append(ks, e.kind)
+		ks = append(ks, k)
 	}
 	return ks
 }
@@ -55,13 +55,13 @@ func TestAlign(t *testing.T) {
 			[]kind{kindSelf, kindSlow}},
 		{"truncated tail", fakePhys(x(0x100), x(0x110), x(0x120)), x(0x100, 0x110), false, true,
 			[]kind{kindSelf, kindSelf, 255}},
-		{"special", append(fakePhys(x(0x100)), physFrame{ret: 0x200, pcs: x(0x200), special: true}), x(0x100, 0x200), true, false,
+		{"special", append(fakePhys(x(0x100)), physFrame{ret: 0x200, pcs: x(0x200), special: true, done: true}), x(0x100, 0x200), true, false,
 			[]kind{kindSelf, kindSlow}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			resetCache()
-			align(tc.phys, tc.logical, tc.complete, tc.truncated)
+			align(tc.phys, tc.logical, tc.complete, tc.truncated, passOf(tc.phys))
 			got := kinds(tc.phys)
 			if len(got) != len(tc.want) {
 				t.Fatalf("kinds %v, want %v", got, tc.want)
@@ -97,11 +97,20 @@ func FuzzAlign(f *testing.F) {
 			logical = append(logical, 0x100+uintptr(b))
 		}
 		phys := fakePhys(exps...)
-		align(phys, logical, complete, truncated)
+		align(phys, logical, complete, truncated, passOf(phys))
 		for _, f := range phys {
-			if e := lookup(f.ret); e != nil && e.kind == kindMany && len(e.pcs) == 0 {
+			if k, pcs, ok := lookup(f.ret); ok && k == kindMany && len(pcs) == 0 {
 				t.Fatalf("kindMany entry without pcs for %#x", f.ret)
 			}
 		}
 	})
+}
+
+// passOf is the set of addresses of phys.
+func passOf(phys []physFrame) map[uintptr]struct{} {
+	m := make(map[uintptr]struct{})
+	for _, f := range phys {
+		m[f.ret] = struct{}{}
+	}
+	return m
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // atDepth calls f with at least d frames of atDepth below it.
@@ -66,4 +67,57 @@ func BenchmarkCallersCold(b *testing.B) {
 			Callers(0, pc)
 		}
 	})
+}
+
+// BenchmarkCallersSideBySide runs the contenders of BenchmarkCallers
+// interleaved, a batch of calls each in turn, and reports each one's ns per
+// call in its fastest batch (a batch that was preempted or shared a core
+// is slower, never faster) and the ratios the README quotes:
+// runtime.Callers / Callers (speed-up), CallersFP / unchecked loop.
+func BenchmarkCallersSideBySide(b *testing.B) {
+	const batch = 32
+	for _, depth := range []int{8, 32, 128} {
+		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
+			us := append([]benchUnwinder{
+				{"runtime.Callers", func(pc []uintptr) int { return runtime.Callers(1, pc) }},
+				{"Callers", func(pc []uintptr) int { return Callers(0, pc) }},
+				{"CallersFP", func(pc []uintptr) int { n, _ := CallersFP(0, pc); return n }},
+			}, benchExtra...)
+			if !Supported {
+				us = us[:2]
+			}
+			best := make([]time.Duration, len(us))
+			pc := make([]uintptr, depth)
+			rounds := 0
+			atDepth(depth+8, func() {
+				for _, u := range us {
+					u.fn(pc) // warm the expansion cache
+				}
+				for b.Loop() {
+					for k := range us {
+						u := us[(k+rounds)%len(us)]
+						t0 := time.Now()
+						for range batch {
+							if n := u.fn(pc); n != depth {
+								b.Fatalf("%s stored %d frames, want %d", u.name, n, depth)
+							}
+						}
+						if d, i := time.Since(t0), (k+rounds)%len(us); best[i] == 0 || d < best[i] {
+							best[i] = d
+						}
+					}
+					rounds++
+				}
+			})
+			ns := func(i int) float64 { return float64(best[i].Nanoseconds()) / batch }
+			for i, u := range us {
+				b.ReportMetric(ns(i), u.name+"-ns")
+			}
+			b.ReportMetric(ns(0)/ns(1), "rt/Callers")
+			if len(us) == 4 {
+				b.ReportMetric(ns(2)/ns(3), "FP/unchecked")
+			}
+			b.ReportMetric(0, "ns/op")
+		})
+	}
 }
