@@ -1,6 +1,7 @@
 package live
 
 import (
+	"math/bits"
 	"sync"
 	"sync/atomic"
 )
@@ -29,10 +30,9 @@ import (
 // overflow map (bounded). So a stack is learned once, whatever its
 // addresses hash to.
 //
-// Memory: 256 KiB of buckets, 128 KiB of pointers in manyTab plus at most
-// manyCap expansions (a few words each), 32 KiB of recently evicted
-// addresses and at most overflowCap map entries: under 2 MiB in all, fixed
-// at the first use.
+// Memory: 256 KiB of buckets and 16 KiB of their insertion times, 128 KiB
+// of pointers in manyTab plus at most manyCap expansions (a few words
+// each), and at most overflowCap map entries: under 2 MiB in all.
 const (
 	cacheBits   = 12 // buckets
 	bucketSlots = 8  // words per bucket: one 64-byte cache line
@@ -43,7 +43,6 @@ const (
 	indexMask   = 1<<(kindShift-addrBits) - 1
 	manyCap     = indexMask + 1
 	overflowCap = 1024
-	evictedBits = 12
 	empty       = ^uintptr(0) // an empty slot; its address part (addrMask) is never cached
 )
 
@@ -67,30 +66,33 @@ type manyEntry struct {
 // cacheTab is the cache; a test replaces it (withCache) to shrink it or to
 // make every address collide.
 type cacheTab struct {
-	slots []atomic.Uintptr // 1<<bits buckets of bucketSlots words, 64-byte aligned
-	mask  uintptr          // len(slots)-1
+	slots  []atomic.Uintptr // 1<<bits buckets of bucketSlots words
+	mask   uintptr          // len(slots)-1
+	stamps []atomic.Uint32  // per bucket: learnClock at its last insert
 }
 
 // homeTab is the production table's storage. The fast paths compare an
 // address with its home slot here directly (homeHash is provably in range,
 // so the compare needs no bounds check); when a test swaps in a smaller
 // table, homeTab is empty and every probe goes to lookup.
-var homeTab [1 << (cacheBits + 3)]atomic.Uintptr
+var (
+	homeTab    [1 << (cacheBits + 3)]atomic.Uintptr
+	homeStamps [1 << cacheBits]atomic.Uint32
+)
 
 var (
-	cache    = tableOf(homeTab[:])
+	cache    = tableOf(homeTab[:], homeStamps[:])
 	manyTab  [manyCap]atomic.Pointer[manyEntry]
 	manyNext atomic.Uint32
-	evicted  [1 << evictedBits]atomic.Uintptr // recently evicted addresses
 
 	overflowMu sync.Mutex
 	overflow   atomic.Pointer[map[uintptr]uintptr] // copy-on-write
 )
 
 // tableOf makes an empty table of the slots (a power of two, at most
-// len(homeTab)).
-func tableOf(slots []atomic.Uintptr) *cacheTab {
-	c := &cacheTab{slots: slots, mask: uintptr(len(slots) - 1)}
+// len(homeTab)) with a stamp per bucket.
+func tableOf(slots []atomic.Uintptr, stamps []atomic.Uint32) *cacheTab {
+	c := &cacheTab{slots: slots, mask: uintptr(len(slots) - 1), stamps: stamps}
 	for i := range c.slots {
 		c.slots[i].Store(empty)
 	}
@@ -105,15 +107,22 @@ const (
 	hashShift = 64 - cacheBits - 3
 )
 
+// fold mixes the high half of an address into the low half before the
+// multiplication: code addresses are regular (call sites a power-of-two
+// stride apart), and a plain multiplicative hash of them leaves buckets
+// empty and others overfull (TestWorkingSetFits: a fifth of 20,000
+// generated call sites evicted; with fold, none).
+func fold(ret uintptr) uint64 { return uint64(ret) ^ bits.RotateLeft64(uint64(ret), 32) }
+
 // homeHash returns ret's home slot index in homeTab.
-func homeHash(ret uintptr) uint64 { return (uint64(ret) * hashMul) >> hashShift }
+func homeHash(ret uintptr) uint64 { return (fold(ret) * hashMul) >> hashShift }
 
 // home returns ret's home slot index.
 func (c *cacheTab) home(ret uintptr) uint { return uint(uintptr(homeHash(ret)) & c.mask) }
 
 // alt returns the first slot of ret's alternative bucket.
 func (c *cacheTab) alt(ret uintptr) uint {
-	return uint(uintptr((uint64(ret)*altMul)>>hashShift)&c.mask) &^ (bucketSlots - 1)
+	return uint(uintptr((fold(ret)*altMul)>>hashShift)&c.mask) &^ (bucketSlots - 1)
 }
 
 // word packs a verdict for ret.
@@ -123,6 +132,10 @@ func word(ret uintptr, k kind, index uint32) uintptr {
 
 func wordKind(w uintptr) kind    { return kind(w >> kindShift) }
 func wordIndex(w uintptr) uint32 { return uint32(w>>addrBits) & indexMask }
+
+// onLearn, if set (by tests, before any concurrent use), sees every
+// address insert publishes.
+var onLearn func(ret uintptr)
 
 // cacheable reports whether ret can be cached.
 func cacheable(ret uintptr) bool { return ret != 0 && ret < addrMask }
@@ -183,8 +196,10 @@ func lookup(ret uintptr) (k kind, pcs []uintptr, ok bool) {
 // if slow). pass reports whether an address was confirmed by the current
 // learning pass: such a slot is never evicted for another of the pass.
 //
-// It reports whether ret had been learned and evicted before.
-func insert(ret uintptr, shown []uintptr, slow bool, pass func(uintptr) bool) (relearn bool) {
+// It reports whether it evicted an address from a bucket that had had an
+// insert less than recentMS before: a sign that the working set does not
+// fit (see noteLearned).
+func insert(ret uintptr, shown []uintptr, slow bool, pass func(uintptr) bool) (recent bool) {
 	if !cacheable(ret) {
 		return false
 	}
@@ -202,12 +217,10 @@ func insert(ret uintptr, shown []uintptr, slow bool, pass func(uintptr) bool) (r
 		w = word(ret, kindMany, i)
 	}
 	learnedAddrs.Add(1)
-	if old := evicted[evictedSlot(ret)].Load(); old == ret {
-		// Learned before, evicted since: the working set does not fit.
-		relearned.Add(1)
-		relearn = true
-		evicted[evictedSlot(ret)].CompareAndSwap(ret, 0)
+	if onLearn != nil {
+		onLearn(ret)
 	}
+	now := learnClock.Load()
 	c := cache
 	h := c.home(ret)
 	b := h &^ (bucketSlots - 1)
@@ -234,7 +247,8 @@ func insert(ret uintptr, shown []uintptr, slow bool, pass func(uintptr) bool) (r
 	for i := range order {
 		if old := c.slots[i].Load(); old == empty || old&addrMask == ret {
 			if c.slots[i].CompareAndSwap(old, w) {
-				return relearn
+				c.stamps[i/bucketSlots].Store(now)
+				return false
 			}
 		}
 	}
@@ -252,15 +266,13 @@ func insert(ret uintptr, shown []uintptr, slow bool, pass func(uintptr) bool) (r
 		}
 	}
 	if found {
-		old := c.slots[victim].Swap(w)
+		c.slots[victim].Store(w)
 		evictions.Add(1)
-		if ev := old & addrMask; old != empty {
-			evicted[evictedSlot(ev)].Store(ev)
-		}
-		return relearn
+		last := c.stamps[victim/bucketSlots].Swap(now)
+		return now-last < recentMS
 	}
 	insertOverflow(ret, w)
-	return relearn
+	return false
 }
 
 // insertOverflow adds ret to the overflow map, if it has room.
@@ -284,10 +296,6 @@ func insertOverflow(ret, w uintptr) {
 	overflow.Store(&m)
 }
 
-func evictedSlot(ret uintptr) uint {
-	return uint((uint64(ret) * 0xff51afd7ed558ccd) >> (64 - evictedBits))
-}
-
 // resetCache empties the cache (tests and benchmarks of the cold path).
 func resetCache() {
 	c := cache
@@ -297,8 +305,8 @@ func resetCache() {
 	for i := range manyTab {
 		manyTab[i].Store(nil)
 	}
-	for i := range evicted {
-		evicted[i].Store(0)
+	for i := range c.stamps {
+		c.stamps[i].Store(0)
 	}
 	overflowMu.Lock()
 	overflow.Store(nil)
@@ -306,5 +314,5 @@ func resetCache() {
 	bypassLeft.Store(0)
 	bypassLen.Store(0)
 	windowLearns.Store(0)
-	windowRelearns.Store(0)
+	windowRecent.Store(0)
 }

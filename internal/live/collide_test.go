@@ -11,7 +11,7 @@ func withCache(t *testing.T, bits uint, f func()) {
 	t.Helper()
 	resetCache() // empties homeTab: the fast paths then always miss
 	old := cache
-	cache = tableOf(make([]atomic.Uintptr, bucketSlots<<bits))
+	cache = tableOf(make([]atomic.Uintptr, bucketSlots<<bits), make([]atomic.Uint32, 1<<bits))
 	resetCache()
 	defer func() { cache = old; resetCache() }()
 	f()
