@@ -12,6 +12,7 @@ var (
 	learnFrames  atomic.Uint64 // physical frames walked by learning passes
 	learnedAddrs atomic.Uint64 // verdicts published
 	evictions    atomic.Uint64 // cache slots overwritten by another address
+	moves        atomic.Uint64 // addresses moved to their other bucket to make room
 	overflowFull atomic.Uint64 // verdicts dropped: overflow map full
 )
 

@@ -1,7 +1,6 @@
 package live
 
 import (
-	"math/bits"
 	"sync"
 	"sync/atomic"
 )
@@ -112,7 +111,7 @@ const (
 // stride apart), and a plain multiplicative hash of them leaves buckets
 // empty and others overfull (TestWorkingSetFits: a fifth of 20,000
 // generated call sites evicted; with fold, none).
-func fold(ret uintptr) uint64 { return uint64(ret) ^ bits.RotateLeft64(uint64(ret), 32) }
+func fold(ret uintptr) uint64 { x := uint64(ret); return x ^ (x<<32 | x>>32) }
 
 // homeHash returns ret's home slot index in homeTab.
 func homeHash(ret uintptr) uint64 { return (fold(ret) * hashMul) >> hashShift }
@@ -252,7 +251,34 @@ func insert(ret uintptr, shown []uintptr, slow bool, pass func(uintptr) bool) (r
 			}
 		}
 	}
-	// Both buckets full: evict a slot the current pass did not confirm,
+	// Both buckets full: move one of their addresses to its other bucket
+	// if that has room (one cuckoo step; it is published there before it
+	// is replaced here, so readers never miss it), and take its slot.
+	for i := range order {
+		if i == h {
+			continue // keep the home slot's address: it is compared first
+		}
+		old := c.slots[i].Load()
+		r := old & addrMask
+		if old == empty || r == ret {
+			continue
+		}
+		other := c.alt(r)
+		if other == i&^(bucketSlots-1) {
+			other = c.home(r) &^ (bucketSlots - 1)
+		}
+		for k := other; k < other+bucketSlots; k++ {
+			if c.slots[k].Load() == empty && c.slots[k].CompareAndSwap(empty, old) {
+				c.stamps[k/bucketSlots].Store(now)
+				if !c.slots[i].CompareAndSwap(old, w) {
+					break // raced: fall through to eviction
+				}
+				moves.Add(1)
+				return false
+			}
+		}
+	}
+	// Still full: evict a slot the current pass did not confirm,
 	// preferring the alternative bucket (the home bucket keeps the slots
 	// the fast paths compare first).
 	var victim uint

@@ -65,6 +65,7 @@ func TestWorkingSetFits(t *testing.T) {
 	calls := 0
 	f := csCompare(&bad, &calls)
 	var rt, learns uint64
+	ev, mv := evictions.Load(), moves.Load()
 	learned := countLearns(func() {
 		for round := 0; round < 2; round++ {
 			rt, learns = runtimeCalls.Load(), learnCalls.Load()
@@ -91,7 +92,8 @@ func TestWorkingSetFits(t *testing.T) {
 			gen++
 		}
 	}
-	t.Logf("%d addresses learned (%d in the generated functions), %d calls", len(learned), gen, calls)
+	t.Logf("%d addresses learned (%d in the generated functions), %d calls, %d evictions, %d moves to the other bucket",
+		len(learned), gen, calls, evictions.Load()-ev, moves.Load()-mv)
 	if len(learned) < csLevels*csWidth*99/100 {
 		t.Errorf("only %d addresses learned: the working set is not the one claimed", len(learned))
 	}
