@@ -55,8 +55,8 @@ func countLearns(f func()) map[uintptr]int {
 // call makes at most one runtime.Callers call, and a second pass over the
 // same stacks makes none.
 func TestWorkingSetFits(t *testing.T) {
-	if !Supported || (raceEnabled && testing.Short()) {
-		t.Skip("no frame pointers, or -race -short")
+	if !Supported {
+		t.Skip("no frame pointers")
 	}
 	resetCache()
 	defer resetCache()
