@@ -104,9 +104,7 @@ func walkProbe(start unsafe.Pointer, pc []uintptr) (m, why int, fp unsafe.Pointe
 		next := *(*unsafe.Pointer)(fp)
 		pc[n] = ret
 		// homeHash(ret), written out: no call in this loop, even at -N -l.
-		x := uint64(ret)
-		x ^= x<<32 | x>>32
-		miss |= atomic.LoadUintptr((*uintptr)(unsafe.Pointer(&homeTab[(x*hashMul)>>hashShift]))) ^ ret
+		miss |= atomic.LoadUintptr((*uintptr)(unsafe.Pointer(&homeTab[(uint64(ret)*hashMul)>>hashShift]))) ^ ret
 		if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
 			return n + 1, rawEndWhy(u, ret, stop), fp, miss
 		}
