@@ -33,9 +33,9 @@ func CallersFP(skip int, pc []uintptr) (int, error) {
 	if skip != 0 || len(pc) == 0 {
 		return walkFP(fp, skip, pc)
 	}
-	n, why, last := rawWalk(fp, fp, pc)
+	n, why := countWalk(fp, pc)
 	if why == rawBad {
-		return n, endErr(why, fp, last, pc[n-1])
+		return n, endErr(why, fp, skipRecords(fp, n-1), pc[n-1])
 	}
 	return n, nil
 }

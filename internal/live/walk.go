@@ -154,6 +154,51 @@ func rawWalk(start, fp unsafe.Pointer, pc []uintptr) (int, int, unsafe.Pointer) 
 	return len(pc), rawFull, fp
 }
 
+// countWalk is rawWalk for CallersFP's common case: it returns only the
+// count and the reason, so that its loop keeps no copy of the record it
+// stopped at (a rawBad caller finds it again with skipRecords). It is
+// CallersFP's cost: until a cgo boundary has been learned (stop == 0) there
+// is no boundary to compare with, and the loop has three checks.
+//
+//go:norace
+//go:nocheckptr
+func countWalk(start unsafe.Pointer, pc []uintptr) (int, int) {
+	stop := stopPC.Load()
+	limit := limitFor(start)
+	fp := start
+	if stop == 0 {
+		for n := range pc {
+			ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
+			next := *(*unsafe.Pointer)(fp)
+			pc[n] = ret
+			if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 {
+				if u == 0 {
+					return n + 1, rawEnd
+				}
+				return n + 1, rawBad
+			}
+			fp = next
+		}
+		return len(pc), rawFull
+	}
+	for n := range pc {
+		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
+		next := *(*unsafe.Pointer)(fp)
+		pc[n] = ret
+		if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
+			switch {
+			case ret == stop:
+				return n + 1, rawStop
+			case u == 0:
+				return n + 1, rawEnd
+			}
+			return n + 1, rawBad
+		}
+		fp = next
+	}
+	return len(pc), rawFull
+}
+
 // skipRecords follows k records from fp that an earlier walk has already
 // checked, and returns the record it arrives at.
 //
