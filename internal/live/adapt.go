@@ -67,7 +67,3 @@ func noteLearned(learned, recent uint64) {
 	bypassLen.Store(n)
 	bypassLeft.Store(n)
 }
-
-// cacheUnderRace makes Callers use its cache in race builds too (the tests
-// set it, so that the race detector checks the cache).
-var cacheUnderRace bool

@@ -75,13 +75,8 @@ func BenchmarkCallersCold(b *testing.B) {
 // is slower, never faster) and the ratios the README quotes:
 // runtime.Callers / Callers (speed-up), CallersFP / unchecked loop.
 //
-// In a race build it measures what a program gets: Callers is
-// runtime.Callers there (the tests' cacheUnderRace is off meanwhile).
+// In a race build Callers is runtime.Callers.
 func BenchmarkCallersSideBySide(b *testing.B) {
-	if raceEnabled {
-		cacheUnderRace = false
-		defer func() { cacheUnderRace = true }()
-	}
 	const batch = 32
 	for _, depth := range []int{8, 32, 128} {
 		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {

@@ -28,7 +28,7 @@ func captureInCallback() *cgoCapture {
 		n, err := CallersFP(0, fp)
 		c.fp, c.fpErr = fp[:n], err
 		r0, l0 := runtimeCalls.Load(), learnCalls.Load()
-		na, nb := runtime.Callers(1, rt), Callers(0, lv)
+		na, nb := runtime.Callers(1, rt), testCallers(0, lv)
 		c.runtimeCalls, c.learns = runtimeCalls.Load()-r0, learnCalls.Load()-l0
 		c.rt, c.lv = rt[:na], lv[:nb]
 	})

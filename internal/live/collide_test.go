@@ -47,4 +47,4 @@ func collideCall(pc []uintptr) int { return collide2(pc) }
 func collide2(pc []uintptr) int { return collide3(pc) }
 
 //go:noinline
-func collide3(pc []uintptr) int { return Callers(0, pc) }
+func collide3(pc []uintptr) int { return testCallers(0, pc) }

@@ -44,49 +44,6 @@ func CallersFP(skip int, pc []uintptr) (int, error) {
 // by runtime.Callers.
 const maxSkip = 1 << 12
 
-// Callers is runtime.Callers with skip 0 meaning the frame that called
-// Callers: it stores the same pcs that runtime.Callers(skip+1, pc) would
-// store if called at the same place. See the package doc.
-//
-// In race builds it is runtime.Callers: every stack read and cache probe
-// would be instrumented.
-//
-//go:noinline
-//go:norace
-func Callers(skip int, pc []uintptr) int {
-	if skip < 0 {
-		skip = 0
-	}
-	if raceEnabled && !cacheUnderRace {
-		// Frame 0 is runtime.Callers, frame 1 is this function.
-		return runtime.Callers(clampSkip(skip)+2, pc)
-	}
-	if len(pc) == 0 {
-		return 0
-	}
-	if skip > maxSkip || bypassLeft.Load() > 0 {
-		if skip <= maxSkip {
-			bypassLeft.Add(-1)
-		}
-		runtimeCalls.Add(1)
-		return runtime.Callers(clampSkip(skip)+2, pc)
-	}
-	start := getfp()
-	m, why, fp, miss := walkProbe(start, pc)
-	if miss == 0 && skip == 0 && why <= rawEnd {
-		return m
-	}
-	n, st := fastWalk(start, fp, skip, pc, m, why)
-	switch st {
-	case walkDone:
-		return n
-	case walkMiss:
-		return learn(skip, pc)
-	}
-	runtimeCalls.Add(1)
-	return runtime.Callers(skip+2, pc)
-}
-
 // walkProbe is rawWalk from start that also probes each return address's
 // home slot on the way: the common case of Callers in one small leaf
 // loop that runs from registers. The probes do not feed the walk's chain of

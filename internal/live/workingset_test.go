@@ -31,7 +31,7 @@ func csCompare(bad *error, calls *int) func() {
 	a, b := make([]uintptr, 48), make([]uintptr, 48)
 	return func() {
 		before := runtimeCalls.Load()
-		na, nb := runtime.Callers(1, a), Callers(0, b)
+		na, nb := runtime.Callers(1, a), testCallers(0, b)
 		if d := runtimeCalls.Load() - before; d > 1 && *bad == nil {
 			*bad = fmt.Errorf("one Callers call made %d runtime.Callers calls", d)
 		}
@@ -164,7 +164,7 @@ func benchWorkingSet(b *testing.B) {
 	var took time.Duration
 	us := []func(){
 		func() { t0 := time.Now(); runtime.Callers(1, pc); took = time.Since(t0) },
-		func() { t0 := time.Now(); Callers(0, pc); took = time.Since(t0) },
+		func() { t0 := time.Now(); testCallers(0, pc); took = time.Since(t0) },
 	}
 	for i := range paths { // learn the set (or start the bypass)
 		cs0(&paths[i], us[1], 0)
@@ -215,7 +215,7 @@ func BenchmarkColdCall(b *testing.B) {
 	var t0 time.Time
 	var took time.Duration
 	rt := func() { t0 = time.Now(); runtime.Callers(1, pc); took = time.Since(t0) }
-	lv := func() { t0 = time.Now(); Callers(0, pc); took = time.Since(t0) }
+	lv := func() { t0 = time.Now(); testCallers(0, pc); took = time.Since(t0) }
 	var sum [2]time.Duration
 	rounds := 0
 	for b.Loop() {
