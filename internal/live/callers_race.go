@@ -33,7 +33,7 @@ func callersCached(skip int, pc []uintptr) int {
 		return runtime.Callers(clampSkip(skip)+2, pc)
 	}
 	start := getfp()
-	m, why, fp, miss := walkProbe(start, pc)
+	m, why, fp, miss := walkProbe(start, pc, stopPC.Load())
 	if miss == 0 && skip == 0 && why <= rawEnd {
 		return m
 	}

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"slices"
 	"sync/atomic"
 	"testing"
 )
@@ -17,34 +18,43 @@ func withCache(t *testing.T, bits uint, f func()) {
 	f()
 }
 
-// A stack whose return addresses all hash to one bucket is learned once,
-// with one runtime.Callers call, and then answered from the cache.
+// A stack whose return addresses all hash to one bucket (a one-bucket
+// table: 8 slots, the rest in the overflow map) is learned once, with one
+// runtime.Callers call, and then answered from the cache: each address is
+// learned once, and later calls make no runtime.Callers call.
 func TestCollidingStackLearnedOnce(t *testing.T) {
-	if !Supported || raceEnabled {
-		t.Skip("Callers uses no cache here")
+	if !Supported {
+		t.Skip("no frame pointers")
 	}
 	withCache(t, 0, func() {
-		for i := 0; i < 5; i++ {
-			before := runtimeCalls.Load()
-			plainA(0).check(t)
-			_ = before
-		}
-		for i := 0; i < 5; i++ {
-			before := runtimeCalls.Load()
-			pc := make([]uintptr, 64)
-			collideCall(pc)
-			if d := runtimeCalls.Load() - before; d > 1 || (i > 0 && d > 0) {
-				t.Errorf("call %d made %d runtime.Callers calls", i, d)
+		path := csPaths(1, 4)[0] // 32 generated frames, and the test's
+		var bad error
+		calls := 0
+		f := csCompare(&bad, &calls)
+		var rts []uint64
+		learned := countLearns(func() {
+			for range 5 {
+				before := runtimeCalls.Load()
+				cs0(&path, f, 0)
+				rts = append(rts, runtimeCalls.Load()-before)
 			}
+		})
+		if bad != nil {
+			t.Fatal(bad)
+		}
+		if rts[0] > 1 || slices.Max(rts[1:]) != 0 {
+			t.Errorf("runtime.Callers calls per call: %v, want at most 1, then none", rts)
+		}
+		for ret, n := range learned {
+			if n > 1 {
+				t.Errorf("%v learned %d times", framesOf([]uintptr{ret}), n)
+			}
+		}
+		if len(learned) < csLevels+2 {
+			t.Errorf("only %d addresses learned: the stack is not the one claimed", len(learned))
+		}
+		if m := overflow.Load(); m == nil || len(*m) < len(learned)-2*bucketSlots {
+			t.Errorf("the overflow map was not used")
 		}
 	})
 }
-
-//go:noinline
-func collideCall(pc []uintptr) int { return collide2(pc) }
-
-//go:noinline
-func collide2(pc []uintptr) int { return collide3(pc) }
-
-//go:noinline
-func collide3(pc []uintptr) int { return testCallers(0, pc) }

@@ -33,7 +33,7 @@ func CallersFP(skip int, pc []uintptr) (int, error) {
 	if skip != 0 || len(pc) == 0 {
 		return walkFP(fp, skip, pc)
 	}
-	n, why := countWalk(fp, pc)
+	n, why := countWalk(fp, pc, stopPC.Load())
 	if why == rawBad {
 		return n, endErr(why, fp, skipRecords(fp, n-1), pc[n-1])
 	}
@@ -52,9 +52,11 @@ const maxSkip = 1 << 12
 //
 //go:norace
 //go:nocheckptr
-func walkProbe(start unsafe.Pointer, pc []uintptr) (m, why int, fp unsafe.Pointer, miss uintptr) {
-	stop := stopPC.Load()
-	limit := limitFor(start)
+func walkProbe(start unsafe.Pointer, pc []uintptr, stop uintptr) (m, why int, fp unsafe.Pointer, miss uintptr) {
+	limit := uintptr(start) + maxStack // limitFor(start), written out: no call
+	if limit < uintptr(start) {
+		limit = ^uintptr(0)
+	}
 	fp = start
 	for n := range pc {
 		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
@@ -188,7 +190,7 @@ func fastWalk(start, fp unsafe.Pointer, skip int, pc []uintptr, m, why int) (int
 			return w, walkSlow
 		}
 		var n int
-		n, why, fp = rawWalk(start, fp, pc[w:])
+		n, why, fp = rawWalk(start, fp, pc[w:], stopPC.Load())
 		m = w + n
 	}
 }

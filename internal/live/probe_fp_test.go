@@ -6,6 +6,6 @@ import "unsafe"
 
 // probeWalkOf runs Callers' walk loop (walkProbe) from start.
 func probeWalkOf(start unsafe.Pointer, pc []uintptr) (int, int, bool) {
-	n, why, _, _ := walkProbe(start, pc)
+	n, why, _, _ := walkProbe(start, pc, 0)
 	return n, why, true
 }

@@ -123,7 +123,8 @@ const (
 )
 
 // rawWalk stores the return addresses of the records from fp on into pc
-// until pc is full or a record ends the walk, and returns the count, the
+// until pc is full or a record ends the walk (stop is the known boundary,
+// stopPC, loaded by the caller), and returns the count, the
 // reason and the record to continue from (rawFull) or the last record read.
 // It calls nothing inside its loop (see "Stack moves"), and it is not
 // instrumented by the race detector (the reads are of the goroutine's own
@@ -131,9 +132,11 @@ const (
 //
 //go:norace
 //go:nocheckptr
-func rawWalk(start, fp unsafe.Pointer, pc []uintptr) (int, int, unsafe.Pointer) {
-	stop := stopPC.Load()
-	limit := limitFor(start)
+func rawWalk(start, fp unsafe.Pointer, pc []uintptr, stop uintptr) (int, int, unsafe.Pointer) {
+	limit := uintptr(start) + maxStack // limitFor(start), written out: no call
+	if limit < uintptr(start) {
+		limit = ^uintptr(0)
+	}
 	for n := range pc {
 		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
 		next := *(*unsafe.Pointer)(fp)
@@ -162,9 +165,11 @@ func rawWalk(start, fp unsafe.Pointer, pc []uintptr) (int, int, unsafe.Pointer) 
 //
 //go:norace
 //go:nocheckptr
-func countWalk(start unsafe.Pointer, pc []uintptr) (int, int) {
-	stop := stopPC.Load()
-	limit := limitFor(start)
+func countWalk(start unsafe.Pointer, pc []uintptr, stop uintptr) (int, int) {
+	limit := uintptr(start) + maxStack // limitFor(start), written out: no call
+	if limit < uintptr(start) {
+		limit = ^uintptr(0)
+	}
 	fp := start
 	if stop == 0 {
 		for n := range pc {
@@ -229,14 +234,14 @@ func walkFP(fp unsafe.Pointer, skip int, pc []uintptr) (int, error) {
 	// the storing loop has no branch for them.
 	for skip > 0 {
 		buf := pc[:min(skip, len(pc))]
-		n, why, last := rawWalk(start, fp, buf)
+		n, why, last := rawWalk(start, fp, buf, stopPC.Load())
 		skip -= n
 		if why != rawFull {
 			return 0, endErr(why, start, last, buf[n-1])
 		}
 		fp = last
 	}
-	n, why, last := rawWalk(start, fp, pc)
+	n, why, last := rawWalk(start, fp, pc, stopPC.Load())
 	if why == rawFull {
 		return n, nil
 	}

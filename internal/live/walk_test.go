@@ -173,8 +173,8 @@ func FuzzWalkLoops(f *testing.F) {
 		const words = 64
 		fk := fuzzStack(words, links)
 		want, got := make([]uintptr, int(size)%48), make([]uintptr, int(size)%48)
-		n, why, _ := rawWalk(fk.fp(0), fk.fp(0), want)
-		cn, cwhy := countWalk(fk.fp(0), got)
+		n, why, _ := rawWalk(fk.fp(0), fk.fp(0), want, 0)
+		cn, cwhy := countWalk(fk.fp(0), got, 0)
 		if cn != n || cwhy != why || !slices.Equal(got[:cn], want[:n]) {
 			t.Fatalf("countWalk %d %d %#x, rawWalk %d %d %#x", cn, cwhy, got[:cn], n, why, want[:n])
 		}
