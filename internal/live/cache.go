@@ -11,8 +11,8 @@ import (
 //
 // Layout: 1<<cacheBits buckets of bucketSlots words, 64 bytes each (one
 // cache line where the linker aligns homeTab so; a bucket straddling two
-// lines costs only the slow path, which scans it). A word is one cached return address with its verdict packed into the
-// bits above the address:
+// lines costs only the slow path, which scans it). A word is one cached
+// return address with its verdict packed into the bits above the address:
 //
 //	bits 0-47   the return address (addresses at or above 1<<48 are never
 //	            cached; Callers answers such stacks with runtime.Callers)
@@ -24,10 +24,14 @@ import (
 // home slot first, then the rest of the home bucket, then the rest of an
 // alternative bucket, then the overflow map. An insert takes the first free
 // slot of the home bucket or of the alternative bucket; with both full it
-// evicts a slot that the current learning pass has not confirmed, and only
-// when all 16 slots hold addresses of the current pass it goes to the
-// overflow map (bounded). So a stack is learned once, whatever its
-// addresses hash to.
+// moves one of their addresses to that address's other bucket if it has
+// room (one cuckoo step), else evicts a slot that the current learning pass
+// has not confirmed, and only when all 16 slots hold addresses of the
+// current pass it goes to the overflow map (bounded). So a stack is learned
+// once, whatever its addresses hash to, and 20,000 hot addresses fit
+// without an eviction (TestWorkingSetFits). Capacity: 32,768 addresses, of
+// which up to manyCap with inlined calls (their expansions live in manyTab,
+// reused round-robin beyond that).
 //
 // Memory: 256 KiB of buckets and 16 KiB of their insertion times, 128 KiB
 // of pointers in manyTab plus at most manyCap expansions (a few words
