@@ -49,7 +49,7 @@ type capture struct {
 	bufLen     int
 }
 
-// inlWrap is a wrapper meant to be inlined, as unwind.Callers is: it must
+// inlWrap is a wrapper meant to be inlined, as live.Callers is: it must
 // not change what skip means beyond adding its own logical frame.
 func inlWrap(skip int, pc []uintptr) int { return testCallers(skip, pc) }
 

@@ -65,5 +65,5 @@
 // On other GOARCHes CallersFP returns errs.ErrNotSupported and Callers is
 // runtime.Callers.
 //
-// The exported front door is unwind.Callers and unwind.CallersFP.
+// The exported front door is live.Callers and live.CallersFP (package unwind/live).
 package live
