@@ -1,9 +1,6 @@
 package scs
 
-import (
-	"fmt"
-	"strings"
-)
+import "fmt"
 
 // Cost counts what one piece of entry or exit code adds because of the
 // shadow call stack: memory loads, memory stores and instructions. An
@@ -199,46 +196,6 @@ func ExitCost(p Policy, c Context, keepInterruptedPC bool) Cost {
 // SwitchCost returns what a task switch's scs_save and scs_load_current
 // cost: one store and one load, under every policy.
 func SwitchCost() Cost { return switchCost }
-
-// Sequence returns the SCS-related instructions of context c's entry (or
-// exit) under policy p, one per line in kernel assembler syntax, with
-// "; load" or "; store" appended to memory accesses. Instructions that only
-// KeepInterruptedPC adds are included when keepInterruptedPC is set. The
-// lines are what EntryCost and ExitCost count.
-func Sequence(p Policy, c Context, exit, keepInterruptedPC bool) []string {
-	if p >= numPolicies || c >= NumContexts {
-		return nil
-	}
-	var out []string
-	for _, i := range sequence(p, c, exit) {
-		if i.interruptedPC && !keepInterruptedPC {
-			continue
-		}
-		s := i.asm
-		switch {
-		case i.load:
-			s += "\t; load"
-		case i.store:
-			s += "\t; store"
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
-// CostTable formats EntryCost and ExitCost for every policy and context as
-// a text table, for reports.
-func CostTable(keepInterruptedPC bool) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%-12s %-14s %-28s %-28s\n", "policy", "context", "entry", "exit")
-	for _, p := range Policies {
-		for c := CtxIRQ; c < NumContexts; c++ {
-			fmt.Fprintf(&b, "%-12s %-14s %-28s %-28s\n", p, c,
-				EntryCost(p, c, keepInterruptedPC), ExitCost(p, c, keepInterruptedPC))
-		}
-	}
-	return b.String()
-}
 
 func b2i(b bool) int {
 	if b {

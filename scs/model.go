@@ -95,8 +95,10 @@ type Model struct {
 	// context c is live; seq is a sequence lock around every multi-word
 	// change (odd while one is in progress).
 	x18, active, seq *percpu.Uint64
-	cur              *percpu.Var[atomic.Pointer[Task]]
-	stacks           *percpu.Var[[NumContexts]stack] // IRQ, SDEI shadow stacks; fixed after New
+	// depth counts the open begin/Begin calls (only the driver writes it).
+	depth  *percpu.Uint64
+	cur    *percpu.Var[atomic.Pointer[Task]]
+	stacks *percpu.Var[[NumContexts]stack] // IRQ, SDEI shadow stacks; fixed after New
 
 	// base[c]: irq_shadow_call_stack_ptr, sdei_shadow_call_stack_{normal,critical}_ptr.
 	base [NumContexts]*percpu.Uint64
@@ -142,7 +144,7 @@ func New(cfg Config, alloc AllocFunc) (*Model, error) {
 		}
 		return v
 	}
-	m.x18, m.active, m.seq, m.slot = u(), u(), u(), u()
+	m.x18, m.active, m.seq, m.slot, m.depth = u(), u(), u(), u(), u()
 	for c := CtxIRQ; c < NumContexts; c++ {
 		m.base[c], m.saved[c], m.sdeiRegs[c], m.pc[c] = u(), u(), u(), u()
 	}
@@ -366,9 +368,96 @@ func (m *Model) Pop(cpu int) (uint64, error) {
 	return v, nil
 }
 
-// begin and end bracket a multi-word state change for View's readers.
-func (m *Model) begin(cpu int) { m.seq.Store(cpu, m.seq.Load(cpu)+1) }
-func (m *Model) end(cpu int)   { m.seq.Store(cpu, m.seq.Load(cpu)+1) }
+// begin and end bracket a multi-word state change for readers. They nest:
+// only the outermost pair moves seq, so a driver's Begin/End around
+// several model calls is one change to readers.
+func (m *Model) begin(cpu int) {
+	d := m.depth.Load(cpu)
+	if d == 0 {
+		m.seq.Store(cpu, m.seq.Load(cpu)+1)
+	}
+	m.depth.Store(cpu, d+1)
+}
+
+func (m *Model) end(cpu int) {
+	d := m.depth.Load(cpu)
+	if d == 0 {
+		return // an End without Begin changes nothing
+	}
+	m.depth.Store(cpu, d-1)
+	if d == 1 {
+		m.seq.Store(cpu, m.seq.Load(cpu)+1)
+	}
+}
+
+// Begin opens one change of cpu's state for readers, spanning any number
+// of the model's calls, for a driver that keeps per-CPU state of its own
+// beside the model's: package machine's CPU brackets each of its steps
+// (a call, an exception entry) so that its frame records, pt_regs and
+// registers and the model's shadow stacks change together under cpu's one
+// sequence lock. Begin and End nest, and only cpu's driver calls them;
+// End closes the innermost Begin. An out-of-range cpu is ignored.
+func (m *Model) Begin(cpu int) {
+	if m.check(cpu) == nil {
+		m.begin(cpu)
+	}
+}
+
+// End closes the change Begin opened; see [Model.Begin].
+func (m *Model) End(cpu int) {
+	if m.check(cpu) == nil {
+		m.end(cpu)
+	}
+}
+
+// Seq returns cpu's sequence count (0 if cpu is out of range): odd while a
+// change is in progress, advanced by two by each change. A reader that
+// saw the same even count before and after reading state (the model's or,
+// for a driver using Begin and End, its own) read one instant. Push and
+// Pop outside Begin and End do not move it: the shadow stacks' contents
+// are re-checked by their generations instead (see "Reading a running
+// model" in the package doc).
+func (m *Model) Seq(cpu int) uint64 {
+	if m.check(cpu) != nil {
+		return 0
+	}
+	return m.seq.Load(cpu)
+}
+
+// CheckEnter returns nil if cpu may enter context c now (CtxIRQ,
+// CtxSDEINormal or CtxSDEICritical), or an error wrapping ErrNesting that
+// says why not. It is the one statement of the nesting rules EnterIRQ and
+// EnterSDEI enforce: IRQs interrupt only the task (they do not nest and
+// are masked in SDEI handlers); a normal SDEI event interrupts the task
+// or an IRQ; a critical one may also interrupt a normal event. A driver
+// asks it before changing state of its own.
+func (m *Model) CheckEnter(cpu int, c Context) error {
+	if err := m.check(cpu); err != nil {
+		return err
+	}
+	in := innermost(m.active.Load(cpu))
+	switch {
+	case c == CtxIRQ && in != CtxTask:
+		return fmt.Errorf("%w: IRQ on cpu %d in %s context (IRQs do not nest and are masked in SDEI)", ErrNesting, cpu, in)
+	case c == CtxTask || c >= NumContexts:
+		return fmt.Errorf("%w: %s is not entered by an exception", ErrNesting, c)
+	case in >= c:
+		return fmt.Errorf("%w: %s event on cpu %d in %s context", ErrNesting, c, cpu, in)
+	}
+	return nil
+}
+
+// CheckExit returns nil if c is cpu's innermost context and not the task,
+// so ExitIRQ or ExitSDEI may leave it, or an error wrapping ErrNesting.
+func (m *Model) CheckExit(cpu int, c Context) error {
+	if err := m.check(cpu); err != nil {
+		return err
+	}
+	if in := innermost(m.active.Load(cpu)); in != c || c == CtxTask {
+		return fmt.Errorf("%w: %s exit on cpu %d in %s context", ErrNesting, c, cpu, in)
+	}
+	return nil
+}
 
 // EnterIRQ models taking a hard IRQ on cpu, which must be in task context:
 // the policy saves x18 (ThreadInfo: thread_info.scs_sp; OnStack: stp x18,
@@ -380,9 +469,8 @@ func (m *Model) EnterIRQ(cpu int, slot, pc uint64) error {
 	if err := m.check(cpu); err != nil {
 		return err
 	}
-	act := m.active.Load(cpu)
-	if act != 0 {
-		return fmt.Errorf("%w: IRQ on cpu %d in %s context (IRQs do not nest and are masked in SDEI)", ErrNesting, cpu, innermost(act))
+	if err := m.CheckEnter(cpu, CtxIRQ); err != nil {
+		return err
 	}
 	if m.cfg.Disabled {
 		m.begin(cpu)
@@ -432,8 +520,8 @@ func (m *Model) ExitIRQ(cpu int) error {
 	if err := m.check(cpu); err != nil {
 		return err
 	}
-	if c := innermost(m.active.Load(cpu)); c != CtxIRQ {
-		return fmt.Errorf("%w: IRQ exit on cpu %d in %s context", ErrNesting, cpu, c)
+	if err := m.CheckExit(cpu, CtxIRQ); err != nil {
+		return err
 	}
 	var sp uint64
 	where := m.cfg.Policy.SavedX18(CtxIRQ)
@@ -485,10 +573,10 @@ func (m *Model) EnterSDEI(cpu int, critical bool, slot, pc uint64) error {
 	if critical {
 		c, bit = CtxSDEICritical, bitCrit
 	}
-	act := m.active.Load(cpu)
-	if in := innermost(act); in >= c {
-		return fmt.Errorf("%w: %s event on cpu %d in %s context", ErrNesting, c, cpu, in)
+	if err := m.CheckEnter(cpu, c); err != nil {
+		return err
 	}
+	act := m.active.Load(cpu)
 	m.begin(cpu)
 	if !m.cfg.Disabled {
 		sp := m.x18.Load(cpu)
@@ -517,7 +605,7 @@ func (m *Model) ExitSDEI(cpu int) error {
 	act := m.active.Load(cpu)
 	c := innermost(act)
 	if c != CtxSDEINormal && c != CtxSDEICritical {
-		return fmt.Errorf("%w: SDEI exit on cpu %d in %s context", ErrNesting, cpu, c)
+		return m.CheckExit(cpu, CtxSDEINormal) // the nesting error
 	}
 	m.begin(cpu)
 	if !m.cfg.Disabled {
@@ -591,50 +679,6 @@ func (m *Model) CheckCorruption(cpu int) error {
 	}
 	if v := r.load(limit); v != EndMagic {
 		return errs.Corruptf(errs.RuleSCSEndMagicOverwritten, limit, "cpu %d %s context: %#x", cpu, m.Context(cpu), v)
-	}
-	return nil
-}
-
-// SetX18 writes v to cpu's x18 without any check: fault injection for
-// tests and demonstrations of corrupt state.
-func (m *Model) SetX18(cpu int, v uint64) error {
-	if err := m.check(cpu); err != nil {
-		return err
-	}
-	if !m.cfg.Disabled {
-		m.lifeOf(cpu, m.Context(cpu)).raise(v)
-	}
-	m.x18.Store(cpu, v)
-	return nil
-}
-
-// SetSaved overwrites, without any check, the interrupted x18 that entering
-// context c on cpu left behind, wherever the policy keeps it
-// (thread_info.scs_sp, the stack slot, the SDEI saved registers, or the
-// per-CPU saved pointer): fault injection. c must be CtxIRQ, CtxSDEINormal or
-// CtxSDEICritical.
-func (m *Model) SetSaved(cpu int, c Context, v uint64) error {
-	if err := m.check(cpu); err != nil {
-		return err
-	}
-	if c == CtxTask || c >= NumContexts {
-		return fmt.Errorf("scs: SetSaved: %s has no saved pointer", c)
-	}
-	if act := m.active.Load(cpu); act&(1<<c) != 0 && !m.cfg.Disabled {
-		// The stack whose top v is: the context c interrupted.
-		m.lifeOf(cpu, innermost(act&(1<<c-1))).raise(v)
-	}
-	switch m.cfg.Policy.SavedX18(c) {
-	case InPerCPU:
-		m.saved[c].Store(cpu, v)
-	case InSDEIRegs:
-		m.sdeiRegs[c].Store(cpu, v)
-	case InThreadInfo:
-		m.cur.Ptr(cpu).Load().sp.Store(v)
-	case OnInterruptedStack:
-		if !m.cfg.Mem.Store(m.slot.Load(cpu), v) {
-			return fmt.Errorf("scs: SetSaved: stack slot %#x unmapped", m.slot.Load(cpu))
-		}
 	}
 	return nil
 }

@@ -133,7 +133,9 @@ type Machine struct {
 	mem  *mem.Memory
 	text *text
 	sym  *unwind.Symbolizer
-	scs  *scs.Model // nil when the shadow call stack is off
+	// scs is the SCS model, present (Disabled) even without the shadow
+	// call stack: it owns each CPU's nesting state and sequence lock.
+	scs  *scs.Model
 	cpus []*CPU
 	// fpMem is an fp.Config holding only the model's memory (attached
 	// once with mem.AttachFP): every FP Config of the model starts as a
@@ -237,11 +239,13 @@ type CPU struct {
 	irqStack, sdeiNormal, sdeiCritical, overflow *mem.Region
 	sdeiRegs                                     [2]*mem.Region // registered event regs
 
-	stacksTask *Task      // the task stacksList was built for
-	stacksList []fp.Stack // published to FP walks; rebuilt on Switch
-
-	seq atomic.Uint64            // odd while the CPU changes state
-	pub atomic.Pointer[pubState] // registers for concurrent unwinders
+	// The registers concurrent unwinders read, written by publish inside
+	// each change (see begin) and read under the sequence lock.
+	pubTask atomic.Pointer[taskStacks]
+	pubX29  atomic.Uint64
+	pubPC   atomic.Uint64
+	pubCtx  atomic.Uint32
+	free    []*activation // activations returned by leave, for enter
 }
 
 // NewMachine builds a machine from cfg. It fails with a clear error for an
@@ -258,26 +262,25 @@ func NewMachine(cfg Config) (*Machine, error) {
 	if err := m.buildText(); err != nil {
 		return nil, err
 	}
-	if cfg.SCS {
-		sm, err := scs.New(scs.Config{
-			Size:              cfg.SCSSize,
-			Policy:            cfg.Policy,
-			NumCPU:            cfg.NumCPU,
-			Layout:            cfg.Layout,
-			KeepInterruptedPC: cfg.KeepInterruptedPC,
-			Mem:               m.mem,
-		}, func(name, kind string, size uint64) (uint64, []uint64, error) {
-			r, err := m.alloc(name, kind, size, size)
-			if err != nil {
-				return 0, nil, err
-			}
-			return r.Base, r.Words(), nil
-		})
+	sm, err := scs.New(scs.Config{
+		Size:              cfg.SCSSize,
+		Policy:            cfg.Policy,
+		NumCPU:            cfg.NumCPU,
+		Layout:            cfg.Layout,
+		KeepInterruptedPC: cfg.KeepInterruptedPC,
+		Disabled:          !cfg.SCS,
+		Mem:               m.mem,
+	}, func(name, kind string, size uint64) (uint64, []uint64, error) {
+		r, err := m.alloc(name, kind, size, size)
 		if err != nil {
-			return nil, err
+			return 0, nil, err
 		}
-		m.scs = sm
+		return r.Base, r.Words(), nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	m.scs = sm
 	for i := 0; i < cfg.NumCPU; i++ {
 		c := &CPU{m: m, id: i}
 		var err error
@@ -299,7 +302,6 @@ func NewMachine(cfg Config) (*Machine, error) {
 				return nil, err
 			}
 		}
-		c.publish(0)
 		m.cpus = append(m.cpus, c)
 	}
 	return m, nil
@@ -482,10 +484,8 @@ func (m *Machine) NewTask(name, entry string) (*Task, error) {
 		}
 		*rs = &retStack{region: r}
 	}
-	if m.scs != nil {
-		if t.scsState, err = m.scs.NewTask(name); err != nil {
-			return nil, err
-		}
+	if t.scsState, err = m.scs.NewTask(name); err != nil {
+		return nil, err
 	}
 	// The task's pt_regs at the top of its stack, with the FINAL record.
 	t.ptRegs = kabi.TaskPtRegs(t.stack.End())
@@ -509,8 +509,8 @@ func (c *CPU) Switch(t *Task) error {
 	if t == nil || t.m != m {
 		return errors.New("unwind: Switch to a task of another machine")
 	}
-	if len(c.ctxs) > 1 {
-		return fmt.Errorf("unwind: cpu%d: Switch in %s context", c.id, c.cur().kind)
+	if k := c.Context(); k != ContextTask {
+		return fmt.Errorf("%w: cpu%d: Switch in %s context", scs.ErrNesting, c.id, k)
 	}
 	if t.cpu >= 0 && t.cpu != c.id {
 		return fmt.Errorf("unwind: task %q is running on cpu%d", t.Name, t.cpu)
@@ -520,10 +520,8 @@ func (c *CPU) Switch(t *Task) error {
 	}
 	c.begin()
 	defer c.end()
-	if m.scs != nil {
-		if err := m.scs.Switch(c.id, t.scsState); err != nil {
-			return err
-		}
+	if err := m.scs.Switch(c.id, t.scsState); err != nil {
+		return err
 	}
 	if c.task != nil {
 		c.task.cpu = -1
@@ -548,13 +546,9 @@ func (c *CPU) Task() *Task { return c.task }
 // ID returns the CPU number.
 func (c *CPU) ID() int { return c.id }
 
-// Context returns the CPU's current context.
-func (c *CPU) Context() Context {
-	if len(c.ctxs) == 0 {
-		return ContextTask
-	}
-	return c.cur().kind
-}
+// Context returns the CPU's current context. The SCS model's per-CPU
+// nesting state is the one record of it; any goroutine may ask.
+func (c *CPU) Context() Context { return c.m.scs.Context(c.id) }
 
 // Depth returns the number of live functions in the current context.
 func (c *CPU) Depth() int {
@@ -573,10 +567,12 @@ func (c *CPU) ready() error {
 	return nil
 }
 
-// begin and end bracket a state change: the sequence count is odd in
-// between, so concurrent unwinders retry rather than read a torn state.
-func (c *CPU) begin() { c.seq.Add(1) }
-func (c *CPU) end()   { c.publish(c.seq.Load() + 1); c.seq.Add(1) }
+// begin and end bracket a state change in the CPU's one sequence lock,
+// the SCS model's (scs.Model.Begin): the count is odd in between, so
+// concurrent unwinders retry rather than read a torn state, and the
+// model's own changes inside the bracket are part of the same change.
+func (c *CPU) begin() { c.m.scs.Begin(c.id) }
+func (c *CPU) end()   { c.publish(); c.m.scs.End(c.id) }
 
 // Call calls the named function from the current function, through its
 // real bl call site. It fails, changing nothing, if the current function is
@@ -611,7 +607,8 @@ func (c *CPU) enter(ctx *context, caller *activation, callee *fn, ret uint64) er
 	if callee.probed && t.kprobe.n >= retStackEntries || callee.traced && t.graph.n >= retStackEntries {
 		return fmt.Errorf("unwind: return stack full calling %s", callee.spec.Name)
 	}
-	a := &activation{f: callee, pc: callee.body, ret: ret, entrySP: sp, savedX29: ctx.x29}
+	a := c.newActivation()
+	*a = activation{f: callee, pc: callee.body, ret: ret, entrySP: sp, savedX29: ctx.x29}
 	lr := ret
 	// Kretprobe first, then the graph tracer: the kernel recovers in the
 	// opposite order (graph, then kretprobe), so the graph hook is outermost.
@@ -719,7 +716,20 @@ func (c *CPU) leave(ctx *context) error {
 	} else if ctx.parent != nil {
 		ctx.parent.top().pc = a.ret
 	}
+	c.free = append(c.free, a)
 	return nil
+}
+
+// newActivation returns a zeroed activation, reusing one leave freed:
+// Call and Return allocate nothing in the steady state.
+func (c *CPU) newActivation() *activation {
+	if n := len(c.free); n > 0 {
+		a := c.free[n-1]
+		c.free = c.free[:n-1]
+		*a = activation{}
+		return a
+	}
+	return new(activation)
 }
 
 // EnterIRQ takes a hard IRQ on the CPU: kernel_entry pushes pt_regs with a
@@ -733,8 +743,8 @@ func (c *CPU) EnterIRQ() error {
 		return err
 	}
 	ctx := c.cur()
-	if ctx.kind != ContextTask {
-		return fmt.Errorf("unwind: cpu%d: IRQ inside %s context (IRQs do not nest)", c.id, ctx.kind)
+	if err := c.m.scs.CheckEnter(c.id, ContextIRQ); err != nil {
+		return err
 	}
 	need := uint64(ptRegsSize + 16 + 16 + 16 + 64)
 	if ctx.sp-ctx.stack.Base < need {
@@ -771,18 +781,14 @@ func (c *CPU) EnterIRQ() error {
 		return c.abortEntry(ctx, 2, err)
 	}
 	ctx.slot = slot
-	if m.scs != nil {
-		if err := m.scs.EnterIRQ(c.id, slot, ipc); err != nil {
-			return c.abortEntry(ctx, 3, err)
-		}
+	if err := m.scs.EnterIRQ(c.id, slot, ipc); err != nil {
+		return c.abortEntry(ctx, 3, err)
 	}
 	irq := &context{kind: ContextIRQ, stack: c.irqStack, sp: c.irqStack.End(), x29: ctx.x29, parent: ctx}
 	c.ctxs = append(c.ctxs, irq)
 	if err := c.enter(irq, ctx.top(), m.text.byName[FnHandleIRQ], cois.blr+4); err != nil {
 		c.ctxs = c.ctxs[:len(c.ctxs)-1]
-		if m.scs != nil {
-			_ = m.scs.ExitIRQ(c.id)
-		}
+		_ = m.scs.ExitIRQ(c.id)
 		return c.abortEntry(ctx, 3, err)
 	}
 	return nil
@@ -819,8 +825,8 @@ func (c *CPU) ExitIRQ() error {
 		return err
 	}
 	ctx := c.cur()
-	if ctx.kind != ContextIRQ {
-		return fmt.Errorf("unwind: cpu%d: ExitIRQ in %s context", c.id, ctx.kind)
+	if err := c.m.scs.CheckExit(c.id, ContextIRQ); err != nil {
+		return err
 	}
 	if len(ctx.acts) != ctx.minDepth() {
 		return fmt.Errorf("unwind: cpu%d: ExitIRQ with %d functions still live above handle_arch_irq", c.id, len(ctx.acts)-1)
@@ -831,10 +837,8 @@ func (c *CPU) ExitIRQ() error {
 	if err := c.leave(ctx); err != nil {
 		return err
 	}
-	if m.scs != nil {
-		if err := m.scs.ExitIRQ(c.id); err != nil {
-			return err
-		}
+	if err := m.scs.ExitIRQ(c.id); err != nil {
+		return err
 	}
 	c.ctxs = c.ctxs[:len(c.ctxs)-1]
 	tctx := c.cur()
@@ -885,8 +889,8 @@ func (c *CPU) EnterSDEI(critical bool) error {
 	if critical {
 		kind, stack = ContextSDEICritical, c.sdeiCritical
 	}
-	if ctx.kind >= kind {
-		return fmt.Errorf("unwind: cpu%d: %s event inside %s context", c.id, kind, ctx.kind)
+	if err := c.m.scs.CheckEnter(c.id, kind); err != nil {
+		return err
 	}
 	c.begin()
 	defer c.end()
@@ -907,13 +911,11 @@ func (c *CPU) EnterSDEI(critical bool) error {
 		ctx.sp -= 16
 		slot = ctx.sp
 	}
-	if m.scs != nil {
-		if err := m.scs.EnterSDEI(c.id, critical, slot, ipc); err != nil {
-			if slot != 0 {
-				ctx.sp += 16
-			}
-			return err
+	if err := m.scs.EnterSDEI(c.id, critical, slot, ipc); err != nil {
+		if slot != 0 {
+			ctx.sp += 16
 		}
+		return err
 	}
 	ctx.slot = slot
 	asm := m.text.byName[FnSDEIAsmHandler]
@@ -927,9 +929,7 @@ func (c *CPU) EnterSDEI(critical bool) error {
 	c.ctxs = append(c.ctxs, nctx)
 	if err := c.enter(nctx, nctx.acts[0], m.text.byName[FnSDEIHandler], asm.sites[FnSDEIHandler]+4); err != nil {
 		c.ctxs = c.ctxs[:len(c.ctxs)-1]
-		if m.scs != nil {
-			_ = m.scs.ExitSDEI(c.id)
-		}
+		_ = m.scs.ExitSDEI(c.id)
 		if slot != 0 {
 			ctx.sp += 16
 			ctx.slot = 0
@@ -946,8 +946,8 @@ func (c *CPU) ExitSDEI() error {
 		return err
 	}
 	ctx := c.cur()
-	if ctx.kind != ContextSDEINormal && ctx.kind != ContextSDEICritical {
-		return fmt.Errorf("unwind: cpu%d: ExitSDEI in %s context", c.id, ctx.kind)
+	if k := c.Context(); k != ContextSDEINormal && k != ContextSDEICritical {
+		return c.m.scs.CheckExit(c.id, ContextSDEINormal) // says why not
 	}
 	if len(ctx.acts) != 2 {
 		return fmt.Errorf("unwind: cpu%d: ExitSDEI with %d functions still live in the SDEI context", c.id, len(ctx.acts)-2)
@@ -957,10 +957,8 @@ func (c *CPU) ExitSDEI() error {
 	if err := c.leave(ctx); err != nil {
 		return err
 	}
-	if c.m.scs != nil {
-		if err := c.m.scs.ExitSDEI(c.id); err != nil {
-			return err
-		}
+	if err := c.m.scs.ExitSDEI(c.id); err != nil {
+		return err
 	}
 	c.ctxs = c.ctxs[:len(c.ctxs)-1]
 	p := c.cur()
@@ -974,7 +972,7 @@ func (c *CPU) ExitSDEI() error {
 // SCSStats returns the shadow call stack model's counters (entries, exits
 // and the memory operations they cost); ok is false without an SCS.
 func (m *Machine) SCSStats() (st scs.Stats, ok bool) {
-	if m.scs == nil {
+	if !m.cfg.SCS {
 		return st, false
 	}
 	return m.scs.Stats(), true
