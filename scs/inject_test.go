@@ -34,17 +34,12 @@ func (m *Model) SetSaved(cpu int, c Context, v uint64) error {
 		// The stack whose top v is: the context c interrupted.
 		m.lifeOf(cpu, innermost(act&(1<<c-1))).raise(v)
 	}
-	switch m.cfg.Policy.SavedX18(c) {
-	case InPerCPU:
-		m.saved[c].Store(cpu, v)
-	case InSDEIRegs:
-		m.sdeiRegs[c].Store(cpu, v)
-	case InThreadInfo:
-		m.cur.Ptr(cpu).Load().sp.Store(v)
-	case OnInterruptedStack:
-		if !m.cfg.Mem.Store(m.slot.Load(cpu), v) {
-			return fmt.Errorf("scs: SetSaved: stack slot %#x unmapped", m.slot.Load(cpu))
+	slot := m.slot.Load(cpu)
+	if m.cfg.Policy.SavedX18(c) == OnInterruptedStack {
+		if _, ok := m.cfg.Mem.Load(slot); !ok {
+			return fmt.Errorf("scs: SetSaved: stack slot %#x unmapped", slot)
 		}
 	}
+	m.keepX18(cpu, c, v, slot) // wherever the policy keeps it
 	return nil
 }

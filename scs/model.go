@@ -479,30 +479,11 @@ func (m *Model) EnterIRQ(cpu int, slot, pc uint64) error {
 		bump(&m.stats.Ptr(cpu).entries[CtxIRQ])
 		return nil
 	}
-	sp := m.x18.Load(cpu)
-	where := m.cfg.Policy.SavedX18(CtxIRQ)
-	if where == OnInterruptedStack {
-		if slot%16 != 0 {
-			return fmt.Errorf("scs: EnterIRQ on cpu %d: stack slot %#x not 16-byte aligned", cpu, slot)
-		}
-		if _, ok := m.cfg.Mem.Load(slot); !ok {
-			return fmt.Errorf("scs: EnterIRQ on cpu %d: stack slot %#x unmapped", cpu, slot)
-		}
-		if _, ok := m.cfg.Mem.Load(slot + 8); !ok {
-			return fmt.Errorf("scs: EnterIRQ on cpu %d: stack slot %#x unmapped", cpu, slot+8)
-		}
+	if err := m.checkKeep(cpu, CtxIRQ, slot); err != nil {
+		return err
 	}
 	m.begin(cpu)
-	switch where {
-	case InThreadInfo:
-		m.cur.Ptr(cpu).Load().sp.Store(sp)
-	case OnInterruptedStack:
-		m.cfg.Mem.Store(slot, sp)
-		m.cfg.Mem.Store(slot+8, 0)
-		m.slot.Store(cpu, slot)
-	case InPerCPU:
-		m.saved[CtxIRQ].Store(cpu, sp)
-	}
+	m.keepX18(cpu, CtxIRQ, m.x18.Load(cpu), slot)
 	if m.cfg.KeepInterruptedPC {
 		m.pc[CtxIRQ].Store(cpu, pc)
 	}
@@ -523,29 +504,12 @@ func (m *Model) ExitIRQ(cpu int) error {
 	if err := m.CheckExit(cpu, CtxIRQ); err != nil {
 		return err
 	}
-	var sp uint64
-	where := m.cfg.Policy.SavedX18(CtxIRQ)
-	if !m.cfg.Disabled {
-		switch where {
-		case InThreadInfo:
-			sp = m.cur.Ptr(cpu).Load().sp.Load()
-		case OnInterruptedStack:
-			v, ok := m.cfg.Mem.Load(m.slot.Load(cpu))
-			if !ok {
-				return fmt.Errorf("scs: ExitIRQ on cpu %d: stack slot %#x unmapped", cpu, m.slot.Load(cpu))
-			}
-			sp = v
-		case InPerCPU:
-			sp = m.saved[CtxIRQ].Load(cpu)
-		}
-	}
 	m.begin(cpu)
 	if !m.cfg.Disabled {
-		switch where {
-		case OnInterruptedStack:
-			m.slot.Store(cpu, 0)
-		case InPerCPU:
-			m.saved[CtxIRQ].Store(cpu, 0)
+		sp, err := m.takeX18(cpu, CtxIRQ)
+		if err != nil {
+			m.end(cpu)
+			return err
 		}
 		m.lifeOf(cpu, CtxTask).raise(sp)
 		m.x18.Store(cpu, sp)
@@ -576,14 +540,21 @@ func (m *Model) EnterSDEI(cpu int, critical bool, slot, pc uint64) error {
 	if err := m.CheckEnter(cpu, c); err != nil {
 		return err
 	}
+	if !m.cfg.Disabled {
+		if err := m.checkKeep(cpu, c, slot); err != nil {
+			return err
+		}
+	}
 	act := m.active.Load(cpu)
 	m.begin(cpu)
 	if !m.cfg.Disabled {
 		sp := m.x18.Load(cpu)
-		m.sdeiRegs[c].Store(cpu, sp) // stp x18, x19, [x1, #SDEI_EVENT_INTREGS + 16 * 9]
-		if m.cfg.Policy.SavedX18(c) == InPerCPU {
-			m.saved[c].Store(cpu, sp)
-		}
+		// stp x18, x19, [x1, #SDEI_EVENT_INTREGS + 16 * 9]: under every
+		// policy, with the other interrupted registers; then wherever the
+		// policy's unwinder reads it (the same place, or the seed's
+		// per-CPU pointer).
+		m.sdeiRegs[c].Store(cpu, sp)
+		m.keepX18(cpu, c, sp, slot)
 		if m.cfg.KeepInterruptedPC {
 			m.pc[c].Store(cpu, pc)
 		}
@@ -609,10 +580,10 @@ func (m *Model) ExitSDEI(cpu int) error {
 	}
 	m.begin(cpu)
 	if !m.cfg.Disabled {
-		sp := m.sdeiRegs[c].Load(cpu)
-		if m.cfg.Policy.SavedX18(c) == InPerCPU {
-			sp = m.saved[c].Load(cpu)
-			m.saved[c].Store(cpu, 0)
+		sp, err := m.takeX18(cpu, c)
+		if err != nil {
+			m.end(cpu)
+			return err
 		}
 		m.lifeOf(cpu, innermost(act&^(1<<c))).raise(sp)
 		m.x18.Store(cpu, sp)
@@ -710,12 +681,14 @@ func (m *Model) Stats() Stats {
 
 // snapshot is the per-CPU state View reads under the sequence lock.
 type snapshot struct {
-	active, x18, slot uint64
-	task              *Task
-	taskSP            uint64
-	base, saved, regs [NumContexts]uint64
-	pc                [NumContexts]uint64
-	gen               [NumContexts]uint64 // each stack's life generation, read before any top
+	active, x18 uint64
+	task        *Task
+	base, pc    [NumContexts]uint64
+	// from, top, addr: where entering each context kept the interrupted
+	// x18 (peekX18).
+	from      [NumContexts]Where
+	top, addr [NumContexts]uint64
+	gen       [NumContexts]uint64 // each stack's life generation, read before any top
 }
 
 func (m *Model) read(cpu int, s *snapshot) {
@@ -736,12 +709,9 @@ func (m *Model) read(cpu int, s *snapshot) {
 		}
 		s.active = m.active.Load(cpu)
 		s.x18 = m.x18.Load(cpu)
-		s.slot = m.slot.Load(cpu)
-		s.taskSP = s.task.sp.Load()
 		for c := CtxIRQ; c < NumContexts; c++ {
 			s.base[c] = m.base[c].Load(cpu)
-			s.saved[c] = m.saved[c].Load(cpu)
-			s.regs[c] = m.sdeiRegs[c].Load(cpu)
+			s.from[c], s.top[c], s.addr[c] = m.peekX18(cpu, c, s.task)
 			s.pc[c] = m.pc[c].Load(cpu)
 		}
 		if m.seq.Load(cpu) == s1 {
@@ -817,20 +787,8 @@ func (m *Model) ViewInto(cpu int, v *View) error {
 			break
 		}
 		// Where entering c left the interrupted context's x18.
-		from, addr = m.cfg.Policy.SavedX18(c), 0
-		switch from {
-		case InPerCPU:
-			top = s.saved[c]
-		case InSDEIRegs:
-			top = s.regs[c]
-		case InThreadInfo:
-			top = s.taskSP
-		case OnInterruptedStack:
-			addr = s.slot
-		}
-		if hidden = from.Hidden(); hidden {
-			top = 0
-		}
+		from, top, addr = s.from[c], s.top[c], s.addr[c]
+		hidden = from.Hidden()
 		if m.cfg.KeepInterruptedPC {
 			seg.InterruptedPC, seg.HasInterruptedPC = s.pc[c], true
 		}

@@ -317,7 +317,7 @@ func (cfg *Config) validate() error {
 		return errors.New("unwind: KeepInterruptedPC needs the shadow call stack")
 	case cfg.PAC && cfg.Layout == (ptrauth.Layout{}):
 		return errors.New("unwind: PAC on with the zero Layout (no PAC field)")
-	case cfg.Policy > PerCPU:
+	case int(cfg.Policy) >= len(scs.Policies):
 		return fmt.Errorf("unwind: unknown SCS policy %d", cfg.Policy)
 	case !cfg.FramePointers && (cfg.FGraph || cfg.Kretprobes):
 		return errors.New("unwind: the function-graph tracer and kretprobes need frame pointers in this model")
