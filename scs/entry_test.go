@@ -48,6 +48,27 @@ func TestBeginEndNest(t *testing.T) {
 	}
 }
 
+// TestViewGivesUpOnOpenBegin: a driver that never closes its Begin makes
+// View and Model.Save return ErrChanged instead of hanging its readers;
+// after End they work again.
+func TestViewGivesUpOnOpenBegin(t *testing.T) {
+	r := newRig(t, Config{})
+	m := r.m
+	mustOK(t, m.Push(0, 0x1234))
+	m.Begin(0)
+	if _, err := m.View(0); !errors.Is(err, ErrChanged) {
+		t.Fatalf("View during an open Begin: %v, want ErrChanged", err)
+	}
+	store := make([]uint64, 4)
+	if n, err := m.Save(0, store, 0); n != 0 || !errors.Is(err, ErrChanged) {
+		t.Fatalf("Save during an open Begin: %d, %v", n, err)
+	}
+	m.End(0)
+	if n, err := m.Save(0, store, 0); n != 1 || err != nil || store[0] != 0x1234 {
+		t.Fatalf("Save after End: %d %v %#x", n, err, store[0])
+	}
+}
+
 // TestCheckEnterExit: CheckEnter and CheckExit state the nesting rules the
 // entries and exits enforce, and agree with them in every state.
 func TestCheckEnterExit(t *testing.T) {

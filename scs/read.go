@@ -16,8 +16,11 @@ type snapshot struct {
 	gen       [NumContexts]uint64 // each stack's life generation, read before any top
 }
 
-func (m *Model) read(cpu int, s *snapshot) {
-	for {
+// read fills s under cpu's sequence lock. It gives up, returning false,
+// after readTries attempts that found a change in progress (a driver that
+// never closes its Begin must not hang every reader).
+func (m *Model) read(cpu int, s *snapshot) bool {
+	for try := 0; try < readTries; try++ {
 		s1 := m.seq.Load(cpu)
 		if s1&1 != 0 {
 			runtime.Gosched()
@@ -40,10 +43,15 @@ func (m *Model) read(cpu int, s *snapshot) {
 			s.pc[c] = m.pc[c].Load(cpu)
 		}
 		if m.seq.Load(cpu) == s1 {
-			return
+			return true
 		}
 	}
+	return false
 }
+
+// readTries bounds read's attempts; each one that finds a change in
+// progress yields the processor first.
+const readTries = 1 << 16
 
 // View returns a consistent snapshot of cpu's shadow stacks for Save and
 // Frames: one Segment per live context, innermost first. It may be called
@@ -51,8 +59,10 @@ func (m *Model) read(cpu int, s *snapshot) {
 // the stacks at one instant and carries each stack's life generation at
 // that instant (see "Reading a running model" in the package doc): Save
 // and Frames on it return what the stacks held at that instant, or
-// ErrChanged once the driver has rewritten a slot the View covers. When
-// the SCS is disabled the View has Disabled set.
+// ErrChanged once the driver has rewritten a slot the View covers. View
+// itself returns ErrChanged if it found a change in progress on every one
+// of many attempts (a driver's Begin left open). When the SCS is disabled
+// the View has Disabled set.
 func (m *Model) View(cpu int) (View, error) {
 	var v View
 	err := m.ViewInto(cpu, &v)
@@ -76,7 +86,10 @@ func (m *Model) ViewInto(cpu int, v *View) error {
 		return nil
 	}
 	var s snapshot
-	m.read(cpu, &s)
+	if !m.read(cpu, &s) {
+		clear(v.Segs[:])
+		return ErrChanged
+	}
 	rs := m.stacks.Ptr(cpu)
 	// Live contexts, innermost first.
 	var live [NumContexts]Context
