@@ -9,13 +9,15 @@
 #   sh testdata/kernel/capture.sh scs-6.1      # (and scs-6.1-onstack)
 #
 # One boot per kernel. The guest's /init (written below) loads qemu_fw_cfg (VMCOREINFO), starts
-# `taskset 1 dd if=/dev/zero of=/dev/null bs=4k` so CPU0 stays busy in the kernel, prints the
+# `taskset 1 dd if=/dev/zero of=/dev/null bs=1M` so CPU0 stays busy in the kernel, prints the
 # breakpoint addresses from /proc/kallsyms and "@@READY", sleeps while the host attaches gdb,
 # then triggers, from a shell pinned to CPU1:
-#   sysrq-l  -> stop "l-syscall": the writing CPU's own trace (syscall from user space down to
+#   sysrq-l (four times, markers l1..l4)
+#            -> stop "l-syscall": the writing CPU's own trace (syscall from user space down to
 #               el0t_64_sync: show_stack on 6.1, nmi_cpu_backtrace(regs == NULL) on 6.12)
 #            -> stop "l-ipi": CPU0 interrupted by the backtrace IPI (showacpu on 6.1,
-#               nmi_cpu_backtrace(regs != NULL) on 6.12): IRQ stack, exception boundary, dd's task
+#               nmi_cpu_backtrace(regs != NULL, interrupted EL1) on 6.12): IRQ stack, exception
+#               boundary, the interrupted task (dd, or whatever CPU0 ran)
 #   sysrq-t  -> stop "t": first sched_show_task call, before any task is printed; every task
 #               (the blocked ones from cpu_context) is printed afterwards
 # At each stop gdb records both CPUs' registers and runs `monitor dump-guest-memory`; after the
@@ -54,23 +56,27 @@ esac
 cap=$KCAP/captures/$name
 out=$here/$name
 mkdir -p "$KCAP/debs" "$cap" "$out"
-rm -f "$cap"/*.vmcore "$cap"/*.vmcore.zst "$cap/console.raw" "$cap/gdb.log"
+rm -f "$cap"/*.vmcore "$cap"/*.vmcore.zst "$cap/console.raw" "$cap/gdb.log" "$cap/gdb-kick.log"
 
 # --- packages ------------------------------------------------------------------------------------
+debof() { # debof PKG: the downloaded .deb of PKG, if any
+	for f in "$KCAP"/debs/*_arm64.deb; do
+		case ${f##*/} in "$1"_*) echo "$f"; return 0 ;; esac
+	done
+	return 1
+}
 fetch() { # fetch PKG: download PKG:arm64 into $KCAP/debs once
-	ls "$KCAP/debs/$(echo "$1" | sed 's/+/%2b/g')"_*_arm64.deb >/dev/null 2>&1 ||
-		ls "$KCAP/debs/$1"_*_arm64.deb >/dev/null 2>&1 ||
-		(cd "$KCAP/debs" && apt-get download "$1:arm64")
+	debof "$1" >/dev/null || (cd "$KCAP/debs" && apt-get download "$1:arm64")
 }
 fetch busybox-static
 bb=$KCAP/bb
-[ -x "$bb/bin/busybox" ] || dpkg-deb -x "$KCAP"/debs/busybox-static_*_arm64.deb "$bb"
+[ -x "$bb/bin/busybox" ] || dpkg-deb -x "$(debof busybox-static)" "$bb"
 if [ -n "$pkg" ]; then
 	fetch "$pkg"
 	kdir=$KCAP/kernels/$name
 	if [ ! -d "$kdir/boot" ]; then
 		mkdir -p "$kdir"
-		dpkg-deb -x "$(ls "$KCAP"/debs/"$(echo "$pkg" | sed 's/+/*/g')"_*_arm64.deb | head -1)" "$kdir"
+		dpkg-deb -x "$(debof "$pkg")" "$kdir"
 	fi
 	image=$kdir/boot/vmlinuz-$kver
 	fwcfg=$(find "$kdir/lib/modules/$kver" -name 'qemu_fw_cfg.ko*' | head -1)
@@ -123,14 +129,16 @@ echo '/tmp/core.%e.%p' > /proc/sys/kernel/core_pattern
 for f in $bp1 $bp2 $bp3; do
 	echo "@@ADDR \$f \$(grep -m1 " [tT] \$f\\\$" /proc/kallsyms | cut -d' ' -f1)"
 done
-taskset 1 dd if=/dev/zero of=/dev/null bs=4k &
+taskset 1 dd if=/dev/zero of=/dev/null bs=1M &
 dd=\$!
 sleep 2
 echo "@@READY"
 sleep 30
-echo "@@SCENARIO l"
-taskset 2 sh -c 'echo l > /proc/sysrq-trigger'
-sleep 10
+for i in 1 2 3 4; do
+	echo "@@SCENARIO l\$i"
+	taskset 2 sh -c 'echo l > /proc/sysrq-trigger'
+	sleep 8
+done
 echo "@@SCENARIO t"
 taskset 2 sh -c 'echo t > /proc/sysrq-trigger'
 sleep 5
@@ -176,9 +184,12 @@ a1=$(addr $bp1) a2=$(addr $bp2) a3=$(addr $bp3)
 [ -n "$a1" ] && [ -n "$a2" ] && [ -n "$a3" ] || { echo "breakpoint addresses missing" >&2; exit 1; }
 
 # --- stop, dump, detach --------------------------------------------------------------------------
+# 6.12: nmi_cpu_backtrace(regs): regs == NULL is the local CPU's dump_stack(); for the IPI, stop
+# only if the IPI interrupted EL1 (pstate at pt_regs+264, M[3:2] != 0): an interrupted EL0 prints
+# no kernel frames. 6.1's showacpu has no regs argument; its first call is taken.
 case $family in
 6.1) c1= c2= ;;
-6.12) c1=' if $x0 == 0' c2=' if $x0 != 0' ;; # regs == NULL: the local CPU's dump_stack()
+6.12) c1=' if $x0 == 0' c2=' if $x0 != 0 && (*(unsigned long *)($x0 + 264) & 0xc) != 0' ;;
 esac
 stop() { # stop NAME ADDR FUNC COND
 	cat <<EOF
@@ -186,6 +197,7 @@ hbreak *0x$2$4
 continue
 echo @@STOP $1 $3 0x$2$4\\n
 shell date +@@TIME\ %s.%N
+shell echo @@CONSOLE-LINES \$(tr -d '\\r' <$cap/console.raw | wc -l)
 info threads
 thread apply all info registers
 monitor dump-guest-memory $cap/$1.vmcore
@@ -206,6 +218,10 @@ timeout 1200 gdb-multiarch -nx -batch -x "$cap/gdb.cmd" >"$cap/gdb.log" 2>&1 || 
 	tail -20 "$cap/gdb.log" >&2
 	exit 1
 }
+# Seen once with 6.12: after the batch's detach the guest stayed stopped (QEMU idle, console
+# cut mid-line). Attaching and detaching again resumes it, and is harmless when it runs.
+sleep 5
+timeout 120 gdb-multiarch -nx -batch -ex "target remote 127.0.0.1:$port" -ex detach >>"$cap/gdb-kick.log" 2>&1 || true
 t_dumped=$(date +%s)
 wait_for '@@END-OF-CAPTURE' 1200
 i=0
@@ -226,7 +242,7 @@ t_end=$(date +%s)
 {
 	echo "capture: $name"
 	echo "date: $(date -u +%FT%TZ)"
-	[ -n "$pkg" ] && echo "package: $pkg $(dpkg-deb -f "$(ls "$KCAP"/debs/"$(echo "$pkg" | sed 's/+/*/g')"_*_arm64.deb | head -1)" Version)"
+	[ -n "$pkg" ] && echo "package: $pkg $(dpkg-deb -f "$(debof "$pkg")" Version)"
 	echo "image: $image (sha256 $(sha256sum "$image" | cut -c1-64))"
 	echo "uname: $(tr -d '\r' <"$cap/console.raw" | sed -n 's/^@@UNAME //p')"
 	echo "cmdline: $append"
@@ -234,8 +250,8 @@ t_end=$(date +%s)
 	echo "qemu-version: $(qemu-system-aarch64 --version | head -1)"
 	echo "gdb: $(gdb-multiarch --version | head -1)"
 	echo "breakpoints: l-syscall=$bp1@0x$a1$c1 l-ipi=$bp2@0x$a2$c2 t=$bp3@0x$a3 (hbreak, QEMU gdbstub)"
-	echo "dd: taskset 1 dd if=/dev/zero of=/dev/null bs=4k (keeps CPU0 in the kernel)"
-	echo "trigger: taskset 2 sh -c 'echo l > /proc/sysrq-trigger', then 'echo t' (CPU1)"
+	echo "dd: taskset 1 dd if=/dev/zero of=/dev/null bs=1M (keeps CPU0 in the kernel)"
+	echo "trigger: taskset 2 sh -c 'echo l > /proc/sysrq-trigger' four times (l1..l4, 8 s apart), then 'echo t' (CPU1)"
 	echo "raw-vmcores: $cap/{l-syscall,l-ipi,t}.vmcore.zst ($(du -ch "$cap"/*.vmcore.zst | tail -1 | cut -f1) zstd)"
 	echo "time-boot-to-ready-s: $((t_ready - t0))"
 	echo "time-stops-and-dumps-s: $((t_dumped - t_ready))"

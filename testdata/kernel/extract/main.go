@@ -33,7 +33,8 @@ import (
 
 // Trace is one printed `Call trace:` block.
 type Trace struct {
-	Scenario string   `json:"scenario"`           // @@SCENARIO marker in force: l or t
+	Scenario string   `json:"scenario"`           // @@SCENARIO marker in force: l1..l4 (sysrq-l) or t
+	Stop     string   `json:"stop,omitempty"`     // the stop whose vmcore this trace was printed after
 	Line     int      `json:"line"`               // 1-based line of "Call trace:" in console.log
 	Title    string   `json:"title,omitempty"`    // "CPU0:", "NMI backtrace for cpu 0", "task:..." line
 	CPU      int      `json:"cpu"`                // from "CPU: n" or the title, -1 if not printed
@@ -61,8 +62,13 @@ type Stop struct {
 	Addr       string `json:"addr"` // its address
 	Cond       string `json:"cond,omitempty"`
 	StoppedCPU int    `json:"stopped_cpu"` // the CPU that hit the breakpoint
-	DumpSecs   string `json:"dump_seconds"`
-	CPUs       []Regs `json:"cpus"`
+	// ConsoleLine is how many console lines had been written when the guest stopped: the
+	// trace printed for this stop is the first one after it (for the stopped CPU; for t,
+	// every task trace of that sysrq-t).
+	ConsoleLine int    `json:"console_line"`
+	Trace       int    `json:"trace"` // index in traces of the stopped CPU's printed trace, -1 if none
+	DumpSecs    string `json:"dump_seconds"`
+	CPUs        []Regs `json:"cpus"`
 }
 
 // Expected is expected.json.
@@ -113,6 +119,7 @@ func main() {
 		log.Fatal(err)
 	}
 	exp.Stops = parseGDB(string(g))
+	link(&exp)
 
 	syms, err := readKallsyms(blobs["kallsyms.gz"])
 	if err != nil {
@@ -245,6 +252,41 @@ func parseTraces(s string, exp *Expected) []Trace {
 	return traces
 }
 
+// link ties each stop to the traces printed for it: for l-syscall and l-ipi the first trace
+// after the stop's console position on the stopped CPU; for t every task trace of the
+// sysrq-t section that follows, and as the stop's own trace the running writer (sh, state R).
+func link(exp *Expected) {
+	for si := range exp.Stops {
+		st := &exp.Stops[si]
+		if st.ConsoleLine == 0 {
+			continue
+		}
+		sec := ""
+		for ti := range exp.Traces {
+			t := &exp.Traces[ti]
+			if t.Line <= st.ConsoleLine {
+				continue
+			}
+			if st.Name == "t" {
+				if sec == "" {
+					sec = t.Scenario
+				}
+				if t.Scenario == sec && strings.HasPrefix(t.Title, "task:") {
+					t.Stop = st.Name
+					if st.Trace < 0 && t.State == "R" && t.Comm == "sh" {
+						st.Trace = ti
+					}
+				}
+				continue
+			}
+			if t.CPU == st.StoppedCPU && st.Trace < 0 {
+				st.Trace = ti
+				t.Stop = st.Name
+			}
+		}
+	}
+}
+
 func atoi(s string) int {
 	n, err := strconv.Atoi(s)
 	if err != nil {
@@ -267,7 +309,7 @@ func parseGDB(s string) []Stop {
 	var t0 float64
 	for _, ln := range strings.Split(s, "\n") {
 		if m := stopRE.FindStringSubmatch(ln); m != nil {
-			stops = append(stops, Stop{Name: m[1], Func: m[2], Addr: m[3], Cond: m[4], StoppedCPU: -1})
+			stops = append(stops, Stop{Name: m[1], Func: m[2], Addr: m[3], Cond: m[4], StoppedCPU: -1, Trace: -1})
 			cur = &stops[len(stops)-1]
 			regs = nil
 			continue
@@ -277,6 +319,9 @@ func parseGDB(s string) []Stop {
 		}
 		if strings.HasPrefix(ln, "@@TIME ") {
 			t0, _ = strconv.ParseFloat(strings.TrimPrefix(ln, "@@TIME "), 64)
+		}
+		if strings.HasPrefix(ln, "@@CONSOLE-LINES ") {
+			cur.ConsoleLine = atoi(strings.TrimPrefix(ln, "@@CONSOLE-LINES "))
 		}
 		if strings.HasPrefix(ln, "@@DUMPED ") {
 			t1, _ := strconv.ParseFloat(strings.TrimPrefix(ln, "@@DUMPED "), 64)
@@ -480,8 +525,8 @@ func summary(exp *Expected, syms []sym) string {
 		if st.Cond != "" {
 			cond = " if " + st.Cond
 		}
-		fmt.Fprintf(&b, "stop %s: hbreak %s (%s)%s; stopped CPU %d; dumped %s.vmcore in %s s\n",
-			st.Name, st.Func, st.Addr, cond, st.StoppedCPU, st.Name, st.DumpSecs)
+		fmt.Fprintf(&b, "stop %s: hbreak %s (%s)%s; stopped CPU %d at console line %d; dumped %s.vmcore in %s s; its printed trace: %d\n",
+			st.Name, st.Func, st.Addr, cond, st.StoppedCPU, st.ConsoleLine, st.Name, st.DumpSecs, st.Trace)
 		for _, c := range st.CPUs {
 			mark := " "
 			if c.CPU == st.StoppedCPU {
@@ -498,14 +543,14 @@ func summary(exp *Expected, syms []sym) string {
 		if len(t.Frames) > 0 {
 			first = t.Frames[0]
 		}
-		if t.Scenario == "l" || i < 3 {
-			fmt.Fprintf(&b, "trace %d (scenario %s, line %d): %s cpu=%d pid=%d comm=%s: %d frames, first %s\n",
-				i, t.Scenario, t.Line, t.Title, t.CPU, t.PID, t.Comm, len(t.Frames), first)
+		if t.Scenario != "t" || t.State == "R" {
+			fmt.Fprintf(&b, "trace %d (scenario %s, line %d, stop %q): %s cpu=%d pid=%d comm=%s: %d frames, first %s\n",
+				i, t.Scenario, t.Line, t.Stop, t.Title, t.CPU, t.PID, t.Comm, len(t.Frames), first)
 		}
 	}
 	n := 0
 	for _, t := range exp.Traces {
-		if t.Scenario == "t" {
+		if t.Scenario == "t" && t.Stop == "t" {
 			n++
 		}
 	}
