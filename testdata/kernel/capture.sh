@@ -34,6 +34,7 @@
 #                           traces and the unwinding need), gdb.log.gz (all registers, system
 #                           registers included, of both CPUs at each stop), and for the SCS
 #                           kernels config.gz (the full .config) and build-time.txt,
+#                           vmcoreinfo.txt (the VMCOREINFO note of l-ipi.vmcore),
 #                           manifest.txt
 #   testdata/kernel/usercore/ (deb-6.1 only) core.gz, crash, crash.c, gdb-bt.txt
 # CI never runs this (it needs minutes of TCG and a network); the outputs are committed.
@@ -234,6 +235,7 @@ kill $qpid 2>/dev/null || true
 t_done=$(date +%s)
 
 # --- keep the raw dumps outside git, extract the small files -------------------------------------
+(cd "$repo" && go run ./testdata/kernel/extract -vmcoreinfo "$cap/l-ipi.vmcore") >"$out/vmcoreinfo.txt"
 for s in l-syscall l-ipi t; do
 	[ -f "$cap/$s.vmcore" ] || { echo "no $s.vmcore" >&2; exit 1; }
 	nice zstd -q -T1 -10 --rm -f "$cap/$s.vmcore" -o "$cap/$s.vmcore.zst"
