@@ -1,9 +1,6 @@
 package scs
 
-import (
-	"fmt"
-	"strings"
-)
+import "fmt"
 
 // Cost counts what one piece of entry or exit code adds because of the
 // shadow call stack: memory loads, memory stores and instructions. An
@@ -80,31 +77,34 @@ var sdeiSym = [NumContexts]string{CtxSDEINormal: "normal", CtxSDEICritical: "cri
 
 // sequence returns the SCS-related instructions of context c's entry or
 // exit under policy p, including the KeepInterruptedPC store (marked).
+// What the code does with x18 follows where the policy keeps it
+// (Policy.SavedX18), never the policy's name.
 func sequence(p Policy, c Context, exit bool) []insn {
+	w := p.SavedX18(c)
 	switch c {
 	case CtxIRQ:
 		if !exit {
 			var save []insn
-			switch p {
-			case ThreadInfo: // call_on_irq_stack today
+			switch w {
+			case InThreadInfo: // call_on_irq_stack today
 				save = cat(one("mrs x16, sp_el0", false, false),
 					one("str x18, [x16, #TSK_TI_SCS_SP]", false, true))
-			case OnStack: // call_on_irq_stack in 2022
+			case OnInterruptedStack: // call_on_irq_stack in 2022
 				save = one("stp x18, xzr, [sp, #-16]!", false, true)
-			case PerCPU: // the seed patch
+			case InPerCPU: // the seed patch
 				save = strThisCPU("x18", "irq_shadow_call_stack_saved_ptr", "x15", "x17")
 			}
 			pc := markPC(cat(one("ldr x16, [x0, #S_PC]", true, false),
 				strThisCPU("x16", "irq_interrupted_pc", "x15", "x17")))
 			return cat(save, ldrThisCPU("x18", "irq_shadow_call_stack_ptr", "x17"), pc)
 		}
-		switch p {
-		case ThreadInfo: // scs_load_current
+		switch w {
+		case InThreadInfo: // scs_load_current
 			return cat(one("mrs x16, sp_el0", false, false),
 				one("ldr x18, [x16, #TSK_TI_SCS_SP]", true, false))
-		case OnStack:
+		case OnInterruptedStack:
 			return one("ldp x18, xzr, [sp], #16", true, false)
-		case PerCPU:
+		case InPerCPU:
 			return cat(ldrThisCPU("x18", "irq_shadow_call_stack_saved_ptr", "x17"),
 				strThisCPU("xzr", "irq_shadow_call_stack_saved_ptr", "x15", "x17"))
 		}
@@ -116,7 +116,7 @@ func sequence(p Policy, c Context, exit bool) []insn {
 		sym := "sdei_shadow_call_stack_" + sdeiSym[c]
 		if !exit {
 			s := one("cbnz w4, 3f", false, false)
-			if p == PerCPU {
+			if w == InPerCPU { // the seed patch's extra store
 				s = cat(s, strThisCPU("x18", sym+"_saved_ptr", "x5", "x6"))
 			}
 			s = cat(s, ldrThisCPU("x18", sym+"_ptr", "x6"))
@@ -126,8 +126,8 @@ func sequence(p Policy, c Context, exit bool) []insn {
 			// The interrupted PC arrives in x2.
 			return cat(s, markPC(strThisCPU("x2", "sdei_"+sdeiSym[c]+"_interrupted_pc", "x5", "x6")))
 		}
-		if p != PerCPU {
-			return nil // x18 comes back with ldp x18, x19 of the register restore
+		if w != InPerCPU {
+			return nil // InSDEIRegs: x18 comes back with ldp x18, x19 of the register restore
 		}
 		s := cat(one("ldrb w5, [x4, #SDEI_EVENT_PRIORITY]", true, false),
 			one("cbnz w5, 5f", false, false),
@@ -199,46 +199,6 @@ func ExitCost(p Policy, c Context, keepInterruptedPC bool) Cost {
 // SwitchCost returns what a task switch's scs_save and scs_load_current
 // cost: one store and one load, under every policy.
 func SwitchCost() Cost { return switchCost }
-
-// Sequence returns the SCS-related instructions of context c's entry (or
-// exit) under policy p, one per line in kernel assembler syntax, with
-// "; load" or "; store" appended to memory accesses. Instructions that only
-// KeepInterruptedPC adds are included when keepInterruptedPC is set. The
-// lines are what EntryCost and ExitCost count.
-func Sequence(p Policy, c Context, exit, keepInterruptedPC bool) []string {
-	if p >= numPolicies || c >= NumContexts {
-		return nil
-	}
-	var out []string
-	for _, i := range sequence(p, c, exit) {
-		if i.interruptedPC && !keepInterruptedPC {
-			continue
-		}
-		s := i.asm
-		switch {
-		case i.load:
-			s += "\t; load"
-		case i.store:
-			s += "\t; store"
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
-// CostTable formats EntryCost and ExitCost for every policy and context as
-// a text table, for reports.
-func CostTable(keepInterruptedPC bool) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%-12s %-14s %-28s %-28s\n", "policy", "context", "entry", "exit")
-	for _, p := range Policies {
-		for c := CtxIRQ; c < NumContexts; c++ {
-			fmt.Fprintf(&b, "%-12s %-14s %-28s %-28s\n", p, c,
-				EntryCost(p, c, keepInterruptedPC), ExitCost(p, c, keepInterruptedPC))
-		}
-	}
-	return b.String()
-}
 
 func b2i(b bool) int {
 	if b {

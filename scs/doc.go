@@ -54,7 +54,7 @@
 // all read it.
 //
 // Every entry and exit counts the memory loads, stores and instructions the
-// policy's real sequence performs (EntryCost, ExitCost, Sequence,
+// policy's real sequence performs (EntryCost, ExitCost,
 // Model.Stats), so the maintainer's objection that "entry code must not pay
 // for unwinding" is a number.
 //
@@ -125,6 +125,21 @@
 // or from Save over a Model's View is thus the CPU's shadow stacks at one
 // instant, never a mix of two lifetimes. A View the caller builds over its
 // own memory has no writer, carries no generation, and is not re-checked.
+//
+// # One nesting state and one sequence lock per CPU
+//
+// The Model owns, per CPU, the record of which contexts are live (its
+// nesting state: Context, CheckEnter and CheckExit state the rules that
+// EnterIRQ, ExitIRQ, EnterSDEI, ExitSDEI and Switch enforce) and the
+// sequence lock (Seq) that readers check. A driver that keeps per-CPU
+// state of its own next to the model's, as package machine's CPU keeps
+// frame records, pt_regs and registers, does not keep a second copy of
+// either: it asks CheckEnter or CheckExit before it changes anything, and
+// brackets each of its steps with Model.Begin and Model.End, which nest
+// with the model's own brackets, so the model's writes and the driver's
+// are one change under one count. The lock lives here rather than in the
+// driver because the layering only lets the driver import this package,
+// and the model must stay consistent for its own readers without one.
 //
 // Known limit, reproduced and not hidden: when an exception is taken, the
 // interrupted function's own PC is in ELR_EL1 (and then in the pt_regs on

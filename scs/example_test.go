@@ -128,22 +128,6 @@ func ExampleEntryCost() {
 	// per-cpu      entry: 1 load, 1 store, 8 insns; exit: 1 load, 1 store, 8 insns
 }
 
-// Sequence lists the instructions being counted.
-func ExampleSequence() {
-	for _, l := range scs.Sequence(scs.PerCPU, scs.CtxIRQ, true, false) {
-		fmt.Println(l)
-	}
-	// Output:
-	// adrp x18, irq_shadow_call_stack_saved_ptr
-	// add x18, x18, :lo12:irq_shadow_call_stack_saved_ptr
-	// mrs x17, tpidr_el1
-	// ldr x18, [x18, x17]	; load
-	// adrp x15, irq_shadow_call_stack_saved_ptr
-	// add x15, x15, :lo12:irq_shadow_call_stack_saved_ptr
-	// mrs x17, tpidr_el1
-	// str xzr, [x15, x17]	; store
-}
-
 func ExampleParsePolicy() {
 	p, err := scs.ParsePolicy("per-cpu")
 	fmt.Println(p, err)

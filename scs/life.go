@@ -1,15 +1,17 @@
 package scs
 
 import (
-	"errors"
 	"sync/atomic"
+
+	"github.com/unwindkit/unwindkit/internal/errs"
 )
 
 // ErrChanged reports that a shadow stack a View covers was rewritten while
 // (or before) Save or Frames copied it: the View's instant is gone and a
 // copy would mix two lifetimes of the stack. Take a new View and copy
-// again (Model.Save does). It is returned with no frames.
-var ErrChanged = errors.New("scs: shadow stack changed since the view was taken")
+// again (Model.Save does). It is returned with no frames. It is the
+// same value as package machine's ErrChanged (one sentinel per meaning).
+var ErrChanged = errs.ErrChanged
 
 // life tracks the lifetimes of one shadow stack for concurrent readers.
 // Only the stack's driver writes it; readers load gen.

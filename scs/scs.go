@@ -172,39 +172,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.NumCPU < 0 {
 		return c, fmt.Errorf("scs: %d CPUs", c.NumCPU)
 	}
-	if c.Policy.SavedX18(CtxIRQ) == OnInterruptedStack && c.Mem == nil && !c.Disabled {
+	if c.Policy.UsesInterruptedStack() && c.Mem == nil && !c.Disabled {
 		return c, errors.New("scs: the on-stack policy needs Config.Mem (the interrupted stacks)")
 	}
 	return c, nil
 }
-
-// savedX18 is the one statement of where each policy keeps the x18 of the
-// context interrupted by entering each context. SDEI's handler
-// (__sdei_asm_handler in arch/arm64/kernel/entry.S) saves all the
-// interrupted registers in the registered event, x18 among them (stp x18,
-// x19, [x1, #SDEI_EVENT_INTREGS + 16 * 9]), under every configuration, and
-// publishes the event in sdei_active_{normal,critical}_event; only the
-// seed patch adds a per-CPU saved pointer as well, which its unwinder
-// reads instead.
-var savedX18 = [numPolicies][NumContexts]Where{
-	ThreadInfo: {CtxIRQ: InThreadInfo, CtxSDEINormal: InSDEIRegs, CtxSDEICritical: InSDEIRegs},
-	OnStack:    {CtxIRQ: OnInterruptedStack, CtxSDEINormal: InSDEIRegs, CtxSDEICritical: InSDEIRegs},
-	PerCPU:     {CtxIRQ: InPerCPU, CtxSDEINormal: InPerCPU, CtxSDEICritical: InPerCPU},
-}
-
-// SavedX18 returns where entering context c under policy p keeps the
-// interrupted context's x18, as the unwinder reads it: the model
-// (Model.View), the machine in package unwind and its expectations all ask
-// here. CtxTask is never entered from another context: InRegister. An
-// unknown policy or context also gives InRegister.
-func (p Policy) SavedX18(c Context) Where {
-	if p >= numPolicies || c >= NumContexts {
-		return InRegister
-	}
-	return savedX18[p][c]
-}
-
-// Hidden reports whether a shadow stack pointer kept at w is out of reach
-// of an unwinder that reads only shadow stacks and per-CPU or per-task
-// words: true for OnInterruptedStack, where only the frame chain leads.
-func (w Where) Hidden() bool { return w == OnInterruptedStack }

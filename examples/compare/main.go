@@ -207,8 +207,8 @@ func policyCost(w io.Writer, b bench) error {
 	}
 	for j, pol := range scs.Policies {
 		for i, ctx := range benchbody.EntryContexts {
-			fmt.Fprintf(w, "| %v | %v | %v | %v | %.0f | %.2fx |\n", pol, ctx,
-				scs.EntryCost(pol, ctx, false), scs.ExitCost(pol, ctx, false), ns[j][i], ns[j][i]/ns[0][i])
+			fmt.Fprintf(w, "| %v | %v | %v | %v | %.0f | %s |\n", pol, ctx,
+				scs.EntryCost(pol, ctx, false), scs.ExitCost(pol, ctx, false), ns[j][i], ratio(ns[j][i]/ns[0][i]))
 		}
 	}
 	fmt.Fprintln(w)

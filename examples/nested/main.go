@@ -98,7 +98,7 @@ func run(w io.Writer, pol machine.Policy, pac, keep, fgraph, timing bool) error 
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Extra memory operations the entry code adds, per policy (the maintainer's objection, as numbers):")
-	fmt.Fprint(w, scs.CostTable(keep))
+	costTable(w, keep)
 	if st, ok := m.SCSStats(); ok {
 		fmt.Fprintf(w, "this run's entries and exits: %+v\n", st)
 	}
@@ -158,4 +158,16 @@ func timeBoth(w io.Writer, base machine.Config) error {
 		fmt.Fprintf(w, "  depth %3d: SCS copy %6.2f ns/frame, FP walk %6.2f ns/frame, FP/SCS %.1fx\n", depth, ns[0], ns[1], ns[1]/ns[0])
 	}
 	return nil
+}
+
+// costTable prints scs.EntryCost and scs.ExitCost for every policy and
+// context as a text table.
+func costTable(w io.Writer, keep bool) {
+	fmt.Fprintf(w, "%-12s %-14s %-28s %-28s\n", "policy", "context", "entry", "exit")
+	for _, p := range scs.Policies {
+		for c := scs.CtxIRQ; c < scs.NumContexts; c++ {
+			fmt.Fprintf(w, "%-12s %-14s %-28s %-28s\n", p, c,
+				scs.EntryCost(p, c, keep), scs.ExitCost(p, c, keep))
+		}
+	}
 }

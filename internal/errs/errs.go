@@ -37,6 +37,12 @@ var ErrCorrupt = errors.New("unwindkit: corrupt state")
 // the same stack walks fine without reliable mode.
 var ErrUnreliable = errors.New("unwindkit: unreliable stack trace")
 
+// ErrChanged reports that the state being unwound changed while it was
+// read: a shadow stack a view covers was rewritten, or a modelled CPU kept
+// changing through every retry. No consistent state was read, so no
+// frames are returned; unwinding again may succeed.
+var ErrChanged = errors.New("unwindkit: state changed during the unwind")
+
 // CorruptError describes one piece of corruption: the rule that was broken,
 // the address where it was found, and optional detail.
 type CorruptError struct {

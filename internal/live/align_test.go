@@ -4,15 +4,15 @@ import (
 	"testing"
 )
 
-// fakePhys builds physical frames with small fake return addresses (no Go
-// code lives below 0x10000) and given expansions.
-func fakePhys(exps ...[]uintptr) []physFrame {
+// fakeEntry is the function of a fake address: 256-byte blocks (no Go code
+// lives below 0x10000).
+func fakeEntry(pc uintptr) uintptr { return (pc - 1) &^ 0xff }
+
+// fakePhys builds new physical frames with the given fake return addresses.
+func fakePhys(rets ...uintptr) []physFrame {
 	var p []physFrame
-	for i, e := range exps {
-		if e == nil {
-			e = []uintptr{} // non-nil: expansion() must not ask the runtime
-		}
-		p = append(p, physFrame{ret: 0x100 + uintptr(i)*0x10, pcs: e})
+	for _, r := range rets {
+		p = append(p, physFrame{ret: r, entry: fakeEntry(r)})
 	}
 	return p
 }
@@ -20,12 +20,12 @@ func fakePhys(exps ...[]uintptr) []physFrame {
 func kinds(p []physFrame) []kind {
 	var ks []kind
 	for _, f := range p {
-		e := lookup(f.ret)
-		if e == nil {
+		k, _, ok := lookup(f.ret)
+		if !ok {
 			ks = append(ks, 255)
 			continue
 		}
-		ks = append(ks, e.kind)
+		ks = append(ks, k)
 	}
 	return ks
 }
@@ -33,6 +33,8 @@ func kinds(p []physFrame) []kind {
 func TestAlign(t *testing.T) {
 	defer resetCache()
 	x := func(v ...uintptr) []uintptr { return v }
+	special := fakePhys(0x110, 0x210)
+	special[1].special = true
 	tests := []struct {
 		name      string
 		phys      []physFrame
@@ -41,27 +43,33 @@ func TestAlign(t *testing.T) {
 		truncated bool
 		want      []kind // 255: not learned
 	}{
-		{"plain", fakePhys(x(0x100), x(0x110), x(0x120)), x(0x100, 0x110, 0x120), true, false,
+		{"plain", fakePhys(0x110, 0x210, 0x310), x(0x110, 0x210, 0x310), true, false,
 			[]kind{kindSelf, kindSelf, kindSelf}},
-		{"inlined", fakePhys(x(0x100, 0x555), x(0x110)), x(0x100, 0x555, 0x110), true, false,
+		{"inlined", fakePhys(0x110, 0x210), x(0x110, 0x155, 0x166, 0x210), true, false,
 			[]kind{kindMany, kindSelf}},
-		{"hidden run", fakePhys(x(0x100), x(0x110), x(0x120), x(0x130)), x(0x100, 0x130), true, false,
+		{"hidden run", fakePhys(0x110, 0x210, 0x310, 0x410), x(0x110, 0x410), true, false,
 			[]kind{kindSelf, kindHidden, kindHidden, kindSelf}},
-		{"inlined wrapper elided", fakePhys(x(0x100, 0x777), x(0x110)), x(0x777, 0x110), true, false,
+		{"inlined wrapper elided", fakePhys(0x110, 0x210), x(0x177, 0x210), true, false,
 			[]kind{kindMany, kindSelf}},
-		{"unexplained", fakePhys(x(0x100), x(0x110), x(0x120)), x(0x100, 0x999, 0x120), true, false,
+		{"recursion", fakePhys(0x110, 0x110, 0x120), x(0x110, 0x110, 0x120), true, false,
+			[]kind{kindSelf, kindSelf, kindSelf}},
+		{"recursion, inlined", fakePhys(0x110, 0x120), x(0x110, 0x130, 0x120), true, false,
+			[]kind{kindMany, kindSelf}},
+		{"unexplained", fakePhys(0x110, 0x210, 0x310), x(0x110, 0x999, 0x310), true, false,
 			[]kind{kindSelf, kindSlow, 255}},
-		{"runtime has more", fakePhys(x(0x100), x(0x110)), x(0x100, 0x110, 0x120), true, false,
+		{"runtime has more", fakePhys(0x110, 0x210), x(0x110, 0x210, 0x310), true, false,
 			[]kind{kindSelf, kindSlow}},
-		{"truncated tail", fakePhys(x(0x100), x(0x110), x(0x120)), x(0x100, 0x110), false, true,
-			[]kind{kindSelf, kindSelf, 255}},
-		{"special", append(fakePhys(x(0x100)), physFrame{ret: 0x200, pcs: x(0x200), special: true}), x(0x100, 0x200), true, false,
+		// The runtime's answer was cut off: 0x210's inlined callers may
+		// have followed.
+		{"truncated tail", fakePhys(0x110, 0x210, 0x310), x(0x110, 0x210), false, true,
+			[]kind{kindSelf, 255, 255}},
+		{"special", special, x(0x110, 0x210), true, false,
 			[]kind{kindSelf, kindSlow}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			resetCache()
-			align(tc.phys, tc.logical, tc.complete, tc.truncated)
+			align(tc.phys, tc.logical, tc.complete, tc.truncated, passOf(tc.phys), fakeEntry)
 			got := kinds(tc.phys)
 			if len(got) != len(tc.want) {
 				t.Fatalf("kinds %v, want %v", got, tc.want)
@@ -75,33 +83,50 @@ func TestAlign(t *testing.T) {
 	}
 }
 
-// align never panics and never learns anything but its own frames.
+// align never panics, publishes kindMany only with pcs, and what it
+// publishes reproduces logical when the whole stack lined up.
 func FuzzAlign(f *testing.F) {
 	f.Add([]byte{1, 1, 2, 0, 1}, []byte{1, 2, 3}, true, false)
 	f.Fuzz(func(t *testing.T, shape, logicalB []byte, complete, truncated bool) {
 		defer resetCache()
 		resetCache()
-		var exps [][]uintptr
-		for i, b := range shape {
-			if i >= 16 {
-				break
-			}
-			var e []uintptr
-			for k := 0; k < int(b%4); k++ {
-				e = append(e, 0x100+uintptr(i)*0x10+uintptr(k)*3)
-			}
-			exps = append(exps, e)
+		var rets []uintptr
+		for i := range min(len(shape), 16) {
+			rets = append(rets, 0x1000+uintptr(i)*0x100+uintptr(shape[i]&0xf)*8+1)
 		}
 		var logical []uintptr
 		for _, b := range logicalB {
-			logical = append(logical, 0x100+uintptr(b))
+			logical = append(logical, 0x1000+uintptr(b)*8+1)
 		}
-		phys := fakePhys(exps...)
-		align(phys, logical, complete, truncated)
-		for _, f := range phys {
-			if e := lookup(f.ret); e != nil && e.kind == kindMany && len(e.pcs) == 0 {
-				t.Fatalf("kindMany entry without pcs for %#x", f.ret)
+		phys := fakePhys(rets...)
+		align(phys, logical, complete, truncated, passOf(phys), fakeEntry)
+		var out []uintptr
+		all := true
+		for _, fr := range phys {
+			k, pcs, ok := lookup(fr.ret)
+			if ok && k == kindMany && len(pcs) == 0 {
+				t.Fatalf("kindMany entry without pcs for %#x", fr.ret)
+			}
+			switch {
+			case !ok || k == kindSlow:
+				all = false
+			case k == kindSelf:
+				out = append(out, fr.ret)
+			case k == kindMany:
+				out = append(out, pcs...)
 			}
 		}
+		if all && complete && !truncated && len(phys) > 0 && len(out) != len(logical) {
+			t.Fatalf("published %#x for logical %#x", out, logical)
+		}
 	})
+}
+
+// passOf is the set of addresses of phys.
+func passOf(phys []physFrame) map[uintptr]struct{} {
+	m := make(map[uintptr]struct{})
+	for _, f := range phys {
+		m[f.ret] = struct{}{}
+	}
+	return m
 }

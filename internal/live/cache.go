@@ -1,274 +1,348 @@
 package live
 
 import (
-	"runtime"
-	"strings"
+	"sync"
 	"sync/atomic"
 )
 
-// learnCalls and slowCalls count the slow paths: walks that had to learn
-// expansions from runtime.Callers, and calls answered by runtime.Callers.
-var learnCalls, slowCalls atomic.Uint64
-
-// learnFrames counts the physical frames the learning path walked.
-var learnFrames atomic.Uint64
-
-// clampSkip keeps skip+2 from overflowing when Callers hands skip on to
-// runtime.Callers.
-func clampSkip(skip int) int {
-	const max = 1 << 30
-	if skip > max {
-		return max
-	}
-	return skip
-}
+// The expansion cache maps a physical return address to what
+// runtime.Callers records for its frame. It is shared by all goroutines and
+// lock-free for readers.
+//
+// Layout: 1<<cacheBits buckets of bucketSlots words, 64 bytes each (one
+// cache line where the linker aligns homeTab so; a bucket straddling two
+// lines costs only the slow path, which scans it). A word is one cached
+// return address with its verdict packed into the bits above the address:
+//
+//	bits 0-47   the return address (addresses at or above 1<<48 are never
+//	            cached; Callers answers such stacks with runtime.Callers)
+//	bits 48-61  for kindMany, the index of the expansion in manyTab
+//	bits 62-63  the kind; kindSelf is 0, so a frame that records itself is
+//	            the word equal to its return address, one compare
+//
+// An address hashes to a home slot (bucket and slot); a lookup compares the
+// home slot first, then the rest of the home bucket, then the rest of an
+// alternative bucket, then the overflow map. An insert takes the first free
+// slot of the home bucket or of the alternative bucket; with both full it
+// moves one of their addresses to that address's other bucket if it has
+// room (one cuckoo step), else evicts a slot that the current learning pass
+// has not confirmed, and only when all 16 slots hold addresses of the
+// current pass it goes to the overflow map (bounded). So a stack is learned
+// once, whatever its addresses hash to, and 20,000 hot addresses fit
+// without an eviction (TestWorkingSetFits). Capacity: 32,768 addresses, of
+// which up to manyCap with inlined calls (their expansions live in manyTab,
+// reused round-robin beyond that).
+//
+// Memory: 256 KiB of buckets and 16 KiB of their insertion times, 128 KiB
+// of pointers in manyTab plus at most manyCap expansions (a few words
+// each), and at most overflowCap map entries: under 2 MiB in all.
+const (
+	cacheBits   = 12 // buckets
+	bucketSlots = 8  // words per bucket: one 64-byte cache line
+	wordBits    = 32 << (^uintptr(0) >> 63)
+	addrBits    = wordBits - 16 // 48 on 64-bit systems
+	addrMask    = 1<<addrBits - 1
+	kindShift   = wordBits - 2
+	indexMask   = 1<<(kindShift-addrBits) - 1
+	manyCap     = indexMask + 1
+	overflowCap = 1024
+	empty       = ^uintptr(0) // an empty slot; its address part (addrMask) is never cached
+)
 
 // kind says what runtime.Callers records for one physical frame.
 type kind uint8
 
 const (
 	kindSelf   kind = iota // the return address itself: no inlined calls
-	kindMany               // entry.pcs: the frame and the calls inlined into it
+	kindMany               // manyTab: the frame and the calls inlined into it
 	kindHidden             // nothing: a compiler wrapper the runtime elides
-	kindSlow               // unknown or unusual: ask runtime.Callers instead
+	kindSlow               // unusual (sigpanic, a cgo boundary, no symbols): ask runtime.Callers
 )
 
-// entry is the cached expansion of one physical return address. Entries are
-// immutable once published.
-type entry struct {
-	ret  uintptr   // the physical return address (the key)
-	kind kind      // what runtime.Callers records for this frame
-	pcs  []uintptr // for kindMany: logical pcs, innermost first
+// manyEntry is the expansion of a kindMany return address; immutable once
+// published.
+type manyEntry struct {
+	ret uintptr
+	pcs []uintptr // logical pcs, innermost first
 }
 
-// cacheBits sizes the expansion cache: 1<<cacheBits slots, two probes each
-// (64 KiB of pointers, plus 64 KiB for selfTable).
-const cacheBits = 13
-
-// table is the expansion cache, shared by all goroutines. Slots are written
-// with atomic stores of immutable entries, so readers need no lock.
-var table [1 << cacheBits]atomic.Pointer[entry]
-
-// selfTable is a direct-mapped front for the common kindSelf frames: slot
-// hash(ret) holds ret when ret records itself. One load answers most frames.
-var selfTable [1 << cacheBits]atomic.Uintptr
-
-// isSelf reports whether ret is known to record itself (ret != 0).
-func isSelf(ret uintptr) bool {
-	return selfTable[hash(ret)].Load() == ret && ret != 0
+// cacheTab is the cache; a test replaces it (withCache) to shrink it or to
+// make every address collide.
+type cacheTab struct {
+	slots  []atomic.Uintptr // 1<<bits buckets of bucketSlots words
+	mask   uintptr          // len(slots)-1
+	stamps []atomic.Uint32  // per bucket: learnClock at its last insert
 }
 
-func hash(ret uintptr) uint32 {
-	return uint32((uint64(ret) * 0x9e3779b97f4a7c15) >> (64 - cacheBits))
-}
+// homeTab is the production table's storage. The fast paths compare an
+// address with its home slot here directly (homeHash is provably in range,
+// so the compare needs no bounds check); when a test swaps in a smaller
+// table, homeTab is empty and every probe goes to lookup.
+var (
+	homeTab    [1 << (cacheBits + 3)]atomic.Uintptr
+	homeStamps [1 << cacheBits]atomic.Uint32
+)
 
-// lookup returns the cached expansion of ret, or nil.
-func lookup(ret uintptr) *entry {
-	h := hash(ret)
-	if e := table[h].Load(); e != nil && e.ret == ret {
-		return e
+var (
+	cache    = tableOf(homeTab[:], homeStamps[:])
+	manyTab  [manyCap]atomic.Pointer[manyEntry]
+	manyNext atomic.Uint32
+
+	overflowMu sync.Mutex
+	overflow   atomic.Pointer[map[uintptr]uintptr] // copy-on-write
+)
+
+// tableOf makes an empty table of the slots (a power of two, at most
+// len(homeTab)) with a stamp per bucket.
+func tableOf(slots []atomic.Uintptr, stamps []atomic.Uint32) *cacheTab {
+	c := &cacheTab{slots: slots, mask: uintptr(len(slots) - 1), stamps: stamps}
+	for i := range c.slots {
+		c.slots[i].Store(empty)
 	}
-	if e := table[h^1].Load(); e != nil && e.ret == ret {
-		return e
-	}
-	return nil
+	return c
 }
 
-// insert publishes e, preferring an empty slot or one that already holds
-// e.ret, and otherwise evicting the home slot.
-func insert(e *entry) {
-	h := hash(e.ret)
-	if e.kind == kindSelf {
-		selfTable[h].Store(e.ret)
-	} else {
-		selfTable[h].CompareAndSwap(e.ret, 0)
-	}
-	for _, i := range [2]uint32{h, h ^ 1} {
-		if old := table[i].Load(); old == nil || old.ret == e.ret {
-			table[i].Store(e)
-			return
+// The multiplicative hashes of the home slot and the alternative bucket:
+// the top bits of the product, masked for a smaller table. Code addresses
+// are regular (call sites a power-of-two stride apart, up to 64 bytes), and
+// the product's top bits step by stride*mul/2^64 per call site: with the
+// usual 2^64/phi multiplier a power-of-two stride shifts its golden bits
+// out, and a fifth of 20,000 generated call sites overflowed their buckets
+// (TestWorkingSetFits). These multipliers are phi*2^58 and phi*2^57, so
+// that strides up to 64 bytes still step by a multiple of phi: no bucket
+// overflows.
+const (
+	hashMul   = 0x278dde6e5fd29f1
+	altMul    = 0x13c6ef372fe94f9
+	hashShift = 64 - cacheBits - 3
+)
+
+// homeHash returns ret's home slot index in homeTab.
+func homeHash(ret uintptr) uint64 { return (uint64(ret) * hashMul) >> hashShift }
+
+// home returns ret's home slot index.
+func (c *cacheTab) home(ret uintptr) uint { return uint(uintptr(homeHash(ret)) & c.mask) }
+
+// alt returns the first slot of ret's alternative bucket.
+func (c *cacheTab) alt(ret uintptr) uint {
+	return uint(uintptr((uint64(ret)*altMul)>>hashShift)&c.mask) &^ (bucketSlots - 1)
+}
+
+// word packs a verdict for ret.
+func word(ret uintptr, k kind, index uint32) uintptr {
+	return ret | uintptr(index&indexMask)<<addrBits | uintptr(k)<<kindShift
+}
+
+func wordKind(w uintptr) kind    { return kind(w >> kindShift) }
+func wordIndex(w uintptr) uint32 { return uint32(w>>addrBits) & indexMask }
+
+// onLearn, if set (by tests, before any concurrent use), sees every
+// address insert publishes.
+var onLearn func(ret uintptr)
+
+// cacheable reports whether ret can be cached.
+func cacheable(ret uintptr) bool { return ret != 0 && ret < addrMask }
+
+// find returns the cached word for ret (ret != 0) and whether there is one.
+// The fast paths compare the home slot inline and call find only when that
+// fails.
+func find(ret uintptr) (uintptr, bool) {
+	c := cache
+	h := c.home(ret)
+	b := h &^ (bucketSlots - 1)
+	for i := uint(0); i < bucketSlots; i++ {
+		if w := c.slots[b+i].Load(); w&addrMask == ret {
+			return w, true
 		}
 	}
-	table[h].Store(e)
-}
-
-// resetCache empties the cache (tests and benchmarks of the cold path).
-func resetCache() {
-	for i := range table {
-		table[i].Store(nil)
-		selfTable[i].Store(0)
-	}
-}
-
-// newEntry builds the entry for ret given the logical pcs the runtime
-// records for it.
-func newEntry(ret uintptr, shown []uintptr) *entry {
-	switch {
-	case len(shown) == 0:
-		return &entry{ret: ret, kind: kindHidden}
-	case len(shown) == 1 && shown[0] == ret:
-		return &entry{ret: ret, kind: kindSelf}
-	}
-	return &entry{ret: ret, kind: kindMany, pcs: append([]uintptr(nil), shown...)}
-}
-
-// expand returns the logical pcs runtime.CallersFrames derives from the
-// single physical return address ret (the frame and every call inlined at
-// that point, innermost first, in runtime.Callers' encoding: the pc of the
-// call or inline mark plus one) and the name of the physical function.
-//
-// CallersFrames only synthesizes the outer inlined frames when more pcs
-// follow, so a 0 is appended; it belongs to no function and yields no frame.
-func expand(ret uintptr) (pcs []uintptr, fn string) {
-	frames := runtime.CallersFrames([]uintptr{ret, 0})
-	for {
-		f, more := frames.Next()
-		if f.PC != 0 {
-			pcs = append(pcs, f.PC+1)
-			fn = f.Function
-		}
-		if !more {
-			break
+	a := c.alt(ret)
+	if a != b {
+		for i := uint(0); i < bucketSlots; i++ {
+			if w := c.slots[a+i].Load(); w&addrMask == ret {
+				return w, true
+			}
 		}
 	}
-	return pcs, fn
+	if m := overflow.Load(); m != nil {
+		w, ok := (*m)[ret]
+		return w, ok
+	}
+	return 0, false
 }
 
-// special reports whether the physical function fn ends what a frame-pointer
-// walk can reproduce: a synthesized call to sigpanic (the faulting frame's
-// pc is not a return address, and a frameless faulting leaf hides its
-// caller), a cgo callback (the chain continues on other stacks), or code
-// without Go symbol information.
-func special(fn string) bool {
-	switch fn {
-	case "", "runtime.sigpanic", "runtime.cgocallback", "runtime.cgocallbackg", "runtime.cgocallbackg1":
-		return true
-	}
-	return strings.HasPrefix(fn, "runtime.systemstack") || strings.HasPrefix(fn, "runtime.morestack")
-}
-
-// hasPrefix reports whether l starts with p.
-func hasPrefix(l, p []uintptr) bool {
-	if len(p) > len(l) {
-		return false
-	}
-	for i := range p {
-		if l[i] != p[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// match returns what of the expansion e the runtime recorded at the head of
-// l: all of it, or all but the innermost (an inlined wrapper the runtime
-// elided because of its callee).
-func match(e, l []uintptr) ([]uintptr, bool) {
-	if len(e) > 0 && hasPrefix(l, e) {
-		return e, true
-	}
-	if len(e) > 1 && hasPrefix(l, e[1:]) {
-		return e[1:], true
-	}
-	return nil, false
-}
-
-// learnSlack is how many logical frames beyond what the caller needs learn
-// walks and asks the runtime for.
-const learnSlack = 64
-
-// maxHidden is the longest run of consecutive hidden frames align infers.
-const maxHidden = 4
-
-// nextMatch returns the first k in [from, from+maxHidden) whose expansion
-// lines up at the head of logical, or -1.
-func nextMatch(phys []physFrame, from int, logical []uintptr) int {
-	for k := from; k < len(phys) && k < from+maxHidden; k++ {
-		if phys[k].special {
-			return -1
-		}
-		if _, ok := match(phys[k].expansion(), logical); ok {
-			return k
-		}
-	}
-	return -1
-}
-
-// shown returns the logical pcs e records for its frame.
-func (e *entry) shown() []uintptr {
-	switch e.kind {
-	case kindSelf:
-		return []uintptr{e.ret}
-	case kindMany:
+// expansionOf returns the logical pcs of a kindMany word for ret, or nil if
+// its manyTab entry was reused since (then the word is a miss).
+func expansionOf(ret, w uintptr) []uintptr {
+	if e := manyTab[wordIndex(w)].Load(); e != nil && e.ret == ret {
 		return e.pcs
 	}
 	return nil
 }
 
-// physFrame is one physical frame seen by align.
-type physFrame struct {
-	ret     uintptr
-	known   *entry    // the cached entry when learning started, or nil
-	pcs     []uintptr // expand(ret), filled in lazily for known frames
-	special bool
+// lookup returns ret's kind and, for kindMany, its logical pcs; ok is false
+// on a miss.
+func lookup(ret uintptr) (k kind, pcs []uintptr, ok bool) {
+	w, ok := find(ret)
+	if !ok {
+		return 0, nil, false
+	}
+	k = wordKind(w)
+	if k == kindMany {
+		if pcs = expansionOf(ret, w); pcs == nil {
+			return 0, nil, false
+		}
+	}
+	return k, pcs, true
 }
 
-// expansion returns expand(f.ret), computing it if needed.
-func (f *physFrame) expansion() []uintptr {
-	if f.pcs == nil {
-		var fn string
-		f.pcs, fn = expand(f.ret)
-		f.special = special(fn)
+// insert publishes what runtime.Callers records for ret (shown, or kindSlow
+// if slow). pass reports whether an address was confirmed by the current
+// learning pass: such a slot is never evicted for another of the pass.
+//
+// It reports whether it evicted an address from a bucket that had had an
+// insert less than recentMS before: a sign that the working set does not
+// fit (see noteLearned).
+func insert(ret uintptr, shown []uintptr, slow bool, pass func(uintptr) bool) (recent bool) {
+	if !cacheable(ret) {
+		return false
 	}
-	return f.pcs
+	var w uintptr
+	switch {
+	case slow:
+		w = word(ret, kindSlow, 0)
+	case len(shown) == 0:
+		w = word(ret, kindHidden, 0)
+	case len(shown) == 1 && shown[0] == ret:
+		w = word(ret, kindSelf, 0)
+	default:
+		i := (manyNext.Add(1) - 1) % manyCap
+		manyTab[i].Store(&manyEntry{ret: ret, pcs: append([]uintptr(nil), shown...)})
+		w = word(ret, kindMany, i)
+	}
+	learnedAddrs.Add(1)
+	if onLearn != nil {
+		onLearn(ret)
+	}
+	now := learnClock.Load()
+	c := cache
+	h := c.home(ret)
+	b := h &^ (bucketSlots - 1)
+	a := c.alt(ret)
+	// Home slot first (the fast paths compare only it), then the rest of
+	// both buckets: an empty slot or one holding ret.
+	order := func(yield func(uint) bool) {
+		if !yield(h) {
+			return
+		}
+		for i := uint(1); i < bucketSlots; i++ {
+			if !yield(b + (h+i)%bucketSlots) {
+				return
+			}
+		}
+		if a != b {
+			for i := uint(0); i < bucketSlots; i++ {
+				if !yield(a + i) {
+					return
+				}
+			}
+		}
+	}
+	for i := range order {
+		if old := c.slots[i].Load(); old == empty || old&addrMask == ret {
+			if c.slots[i].CompareAndSwap(old, w) {
+				c.stamps[i/bucketSlots].Store(now)
+				return false
+			}
+		}
+	}
+	// Both buckets full: move one of their addresses to its other bucket
+	// if that has room (one cuckoo step; it is published there before it
+	// is replaced here, so readers never miss it), and take its slot.
+	for i := range order {
+		if i == h {
+			continue // keep the home slot's address: it is compared first
+		}
+		old := c.slots[i].Load()
+		r := old & addrMask
+		if old == empty || r == ret {
+			continue
+		}
+		other := c.alt(r)
+		if other == i&^(bucketSlots-1) {
+			other = c.home(r) &^ (bucketSlots - 1)
+		}
+		for k := other; k < other+bucketSlots; k++ {
+			if c.slots[k].Load() == empty && c.slots[k].CompareAndSwap(empty, old) {
+				c.stamps[k/bucketSlots].Store(now)
+				if !c.slots[i].CompareAndSwap(old, w) {
+					break // raced: fall through to eviction
+				}
+				moves.Add(1)
+				return false
+			}
+		}
+	}
+	// Still full: evict a slot the current pass did not confirm,
+	// preferring the alternative bucket (the home bucket keeps the slots
+	// the fast paths compare first).
+	var victim uint
+	found := false
+	for i := range order {
+		if old := c.slots[i].Load(); !pass(old & addrMask) {
+			victim, found = i, true
+			if i != h {
+				break
+			}
+		}
+	}
+	if found {
+		c.slots[victim].Store(w)
+		evictions.Add(1)
+		last := c.stamps[victim/bucketSlots].Swap(now)
+		return now-last < recentMS
+	}
+	insertOverflow(ret, w)
+	return false
 }
 
-// align learns the expansion of each physical frame in phys by lining the
-// frames up with logical, the pcs runtime.Callers returned for the same
-// stack starting at the same frame, and publishes the result. Frames already
-// in the cache are only checked. A frame that cannot be lined up, and any
-// special frame, is published as kindSlow and ends the learning. complete
-// says the physical walk reached the end of the chain; then logical must be
-// used up too, or the last frame is kindSlow. truncated says logical filled
-// its buffer: a frame that fails to line up near its end may only have been
-// cut off, so learning ends there without a verdict.
-func align(phys []physFrame, logical []uintptr, complete, truncated bool) {
-	j := 0
-	for i := 0; i < len(phys); i++ {
-		f := &phys[i]
-		if f.known != nil {
-			if sh := f.known.shown(); len(sh) > 0 && hasPrefix(logical[j:], sh) {
-				j += len(sh)
-				continue
-			}
-		}
-		e := f.expansion()
-		if f.special {
-			insert(&entry{ret: f.ret, kind: kindSlow})
+// insertOverflow adds ret to the overflow map, if it has room.
+func insertOverflow(ret, w uintptr) {
+	overflowMu.Lock()
+	defer overflowMu.Unlock()
+	var m map[uintptr]uintptr
+	if p := overflow.Load(); p != nil {
+		if len(*p) >= overflowCap {
+			overflowFull.Add(1)
 			return
 		}
-		if shown, ok := match(e, logical[j:]); ok {
-			insert(newEntry(f.ret, shown))
-			j += len(shown)
-			continue
+		m = make(map[uintptr]uintptr, len(*p)+1)
+		for k, v := range *p {
+			m[k] = v
 		}
-		// Not recorded at all: a wrapper the runtime hid (or a run of
-		// them, as a deferwrap closure called from runtime.deferreturn,
-		// itself a wrapper), if a later frame lines up here instead.
-		if k := nextMatch(phys, i+1, logical[j:]); k > i {
-			for h := i; h < k; h++ {
-				insert(newEntry(phys[h].ret, nil))
-			}
-			i = k - 1 // frame k is lined up next
-			continue
-		}
-		if truncated && len(logical)-j < learnSlack {
-			return
-		}
-		insert(&entry{ret: f.ret, kind: kindSlow})
-		return
+	} else {
+		m = make(map[uintptr]uintptr, 1)
 	}
-	if complete && !truncated && j < len(logical) && len(phys) > 0 {
-		insert(&entry{ret: phys[len(phys)-1].ret, kind: kindSlow})
+	m[ret] = w
+	overflow.Store(&m)
+}
+
+// resetCache empties the cache (tests and benchmarks of the cold path).
+func resetCache() {
+	c := cache
+	for i := range c.slots {
+		c.slots[i].Store(empty)
 	}
+	for i := range manyTab {
+		manyTab[i].Store(nil)
+	}
+	for i := range c.stamps {
+		c.stamps[i].Store(0)
+	}
+	overflowMu.Lock()
+	overflow.Store(nil)
+	overflowMu.Unlock()
+	bypassLeft.Store(0)
+	bypassLen.Store(0)
+	windowLearns.Store(0)
+	windowRecent.Store(0)
 }

@@ -10,27 +10,44 @@
 // frame pointer is 0 and whose return address is in runtime.goexit. A tiny
 // assembly getfp per architecture starts the walk. The walk never follows a
 // saved frame pointer that is misaligned, not strictly above the previous
-// one, or more than the maximum stack size above the first, and it stops at
-// a saved frame pointer of 0.
+// one, or more than the maximum stack size above the first; it stops at a
+// saved frame pointer of 0, and at the record whose return address is the
+// runtime's cgo boundary (runtime.cgocallback: in a Go -> C -> Go callback
+// the frame pointer saved there belongs to the system stack). That address
+// is learned through runtime.FuncForPC by the first walk that stops there
+// (stopped by the rules above: the system stack lies far from the goroutine
+// stacks of the Go heap, or below them); from then on walks stop at it
+// without reading past it. The runtime's g is never read.
 //
 // CallersFP returns the physical return addresses: one per frame that has a
 // frame record, inlined calls not expanded (runtime.CallersFrames expands
 // them) and compiler wrappers (method wrappers, the "gowrap" closure of a go
-// statement) not hidden. Its skip counts those physical frames.
+// statement) not hidden. Its skip counts those physical frames. In a cgo
+// callback its last pc is the one in runtime.cgocallback, and its error is
+// nil.
 //
 // Callers returns what runtime.Callers returns (runtime/traceback.go,
-// tracebackPCs): for each physical frame, the return address of its
-// innermost logical frame and, for each call inlined into it, the pc of the
-// inline mark plus one; wrappers hidden unless they called a panic function;
-// runtime.goexit last. Its skip counts those logical frames. The runtime's
-// inline tables and function IDs are not reachable from outside, so the
-// expansion of each physical return address is learned once from the
-// runtime itself: on a cache miss Callers walks the chain, asks
-// runtime.CallersFrames for each new return address's inlined frames, asks
-// runtime.Callers for the same stack, lines the two up frame by frame, and
-// caches the result (a wrapper is a physical frame the runtime did not
-// record). The cache is a fixed lock-free table keyed by return address;
-// later walks cost one table lookup per frame.
+// tracebackPCs): for each physical frame, its return address and, for each
+// call inlined at that point, the pc of the caller's inline mark plus one;
+// wrappers hidden unless they called a panic function; runtime.goexit last.
+// Its skip counts those logical frames. The runtime's inline tables and
+// function IDs are not reachable from outside, so what the runtime records
+// for each physical return address is learned once from the runtime
+// itself: on a cache miss Callers walks the chain, asks runtime.Callers once
+// for the same stack, lines the physical frames up with its answer (frames
+// told apart by runtime.FuncForPC's function entries), caches the verdict
+// of every frame, and answers from that same runtime.Callers result (one
+// runtime.Callers call per Callers call, always).
+//
+// The cache (cache.go) maps a return address to its verdict in one word;
+// 4096 buckets of 8 words (64 bytes), an alternative bucket, one cuckoo
+// step, and a bounded overflow map, so that a stack is learned once
+// whatever its addresses hash to; a learning pass never evicts what it has
+// confirmed. Under 2 MiB in all. A hit costs one compare with the address's
+// home slot, done inside the walk loop, off the walk's chain of loads.
+// A working set larger than the cache is detected (learning passes that
+// evict from recently filled buckets) and answered by plain runtime.Callers
+// for a while (adapt.go).
 //
 // Remaining differences from runtime.Callers, by design:
 //   - The pc recorded for the frame that called Callers is that call's
@@ -42,12 +59,11 @@
 //     without Go symbols, a broken frame chain, or a frame the alignment
 //     cannot explain are answered by runtime.Callers itself: the same
 //     result at the runtime's cost.
-//   - The first walk through a new return address costs about a
-//     runtime.Callers plus a CallersFrames per new frame; a program with
-//     more hot return addresses than the cache holds pays that more often.
+//   - In race builds Callers is runtime.Callers (every stack read and cache
+//     probe would be instrumented); CallersFP's loop is not instrumented.
 //
 // On other GOARCHes CallersFP returns errs.ErrNotSupported and Callers is
 // runtime.Callers.
 //
-// The exported front door is unwind.Callers and unwind.CallersFP.
+// The exported front door is live.Callers and live.CallersFP (package unwind/live).
 package live

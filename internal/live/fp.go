@@ -4,6 +4,7 @@ package live
 
 import (
 	"runtime"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -19,35 +20,68 @@ func getfp() unsafe.Pointer
 // goroutine's frame-record chain, starting with the frame that called
 // CallersFP, after dropping the first skip of them. It returns the number
 // stored. Inlined calls are not expanded (runtime.CallersFrames expands them)
-// and wrapper frames are not hidden. A walk stopped by a broken frame record
-// returns the frames found so far and a *errs.CorruptError.
+// and wrapper frames are not hidden. The walk ends at the goroutine's entry
+// frame or, in a cgo callback, at the frame that returns into
+// runtime.cgocallback (the last pc stored). A walk stopped by a broken frame
+// record returns the frames found so far and a *errs.CorruptError.
 //
 //go:noinline
+//go:norace
+//go:nocheckptr
 func CallersFP(skip int, pc []uintptr) (int, error) {
-	return walkFP(getfp(), skip, pc)
+	fp := getfp()
+	if skip != 0 || len(pc) == 0 {
+		return walkFP(fp, skip, pc)
+	}
+	n, why := countWalk(fp, pc, stopPC.Load())
+	if why == rawBad {
+		return n, endErr(why, fp, skipRecords(fp, n-1), pc[n-1])
+	}
+	return n, nil
 }
 
-// Callers is runtime.Callers with skip 0 meaning the frame that called
-// Callers: it stores the same pcs that runtime.Callers(skip+1, pc) would
-// store if called at the same place. See the package doc.
+// maxSkip is the largest skip Callers walks for; a larger one is answered
+// by runtime.Callers.
+const maxSkip = 1 << 12
+
+// walkProbe is rawWalk from start that also probes each return address's
+// home slot on the way: the common case of Callers in one small leaf
+// loop that runs from registers. The probes do not feed the walk's chain of
+// loads, so they run in its shadow; their verdict accumulates without a
+// branch: miss is 0 when every frame stored records itself.
 //
-//go:noinline
-func Callers(skip int, pc []uintptr) int {
-	if skip < 0 {
-		skip = 0
+//go:norace
+//go:nocheckptr
+func walkProbe(start unsafe.Pointer, pc []uintptr, stop uintptr) (m, why int, fp unsafe.Pointer, miss uintptr) {
+	limit := uintptr(start) + maxStack // limitFor(start), written out: no call
+	if limit < uintptr(start) {
+		limit = ^uintptr(0)
 	}
-	fp := getfp()
-	n, st := walkLogical(fp, skip, pc)
-	if st == walkMiss {
-		learn(clampSkip(skip) + len(pc))
-		n, st = walkLogical(fp, skip, pc)
+	fp = start
+	for n := range pc {
+		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
+		next := *(*unsafe.Pointer)(fp)
+		pc[n] = ret
+		// homeHash(ret), written out: no call in this loop, even at -N -l.
+		miss |= atomic.LoadUintptr((*uintptr)(unsafe.Pointer(&homeTab[(uint64(ret)*hashMul)>>hashShift]))) ^ ret
+		if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
+			return n + 1, rawEndWhy(u, ret, stop), fp, miss
+		}
+		fp = next
 	}
-	if st != walkDone {
-		slowCalls.Add(1)
-		// Frame 0 is runtime.Callers, frame 1 is this function.
-		return runtime.Callers(clampSkip(skip)+2, pc)
+	return len(pc), rawFull, fp, miss
+}
+
+// rawEndWhy says why a raw walk stopped at a record with saved frame
+// pointer u and return address ret, given the known boundary stop.
+func rawEndWhy(u, ret, stop uintptr) int {
+	switch {
+	case ret == stop:
+		return rawStop
+	case u == 0:
+		return rawEnd
 	}
-	return n
+	return rawBad
 }
 
 // callersSlow is Callers without the frame-pointer walk; tests use it to
@@ -68,102 +102,95 @@ const (
 	walkSlow        // the stack needs runtime.Callers
 )
 
-// walkLogical walks the frame-record chain from fp and stores the logical
-// pcs of each frame, from the cache, after dropping skip of them.
-func walkLogical(fp unsafe.Pointer, skip int, pc []uintptr) (int, int) {
-	if fp == nil || checkFirst(fp) != nil {
-		return 0, walkSlow
-	}
-	limit := limitFor(fp)
-	n := 0
-	for n < len(pc) {
-		ret := retPC(fp)
-		k, e := kindSelf, (*entry)(nil)
-		if !isSelf(ret) { // one load answers most frames
-			if e = lookup(ret); e == nil {
-				return n, walkMiss
+// fastWalk answers Callers from the cache after Callers' raw walk stored
+// m return addresses in pc and stopped for why at the record fp (the next
+// one, for rawFull). A pass of cache probes turns them into logical pcs in
+// place: a frame that records itself (most frames) costs one compare with
+// its home slot. Expanding a frame with inlined calls moves the unread
+// return addresses up (dropping those beyond len(pc)); hidden frames and
+// skipped frames leave room that the next raw walk fills, from the record
+// after the last one consumed (re-walked from start if the record was
+// dropped).
+func fastWalk(start, fp unsafe.Pointer, skip int, pc []uintptr, m, why int) (int, int) {
+	w := 0        // logical pcs stored in pc[:w]
+	consumed := 0 // physical frames turned into logical pcs (or skipped)
+	for {
+		r := w // unread return addresses are pc[r:m]
+		lost := false
+		for r < m {
+			if skip == 0 && w == r {
+				// The common case: frames that record themselves.
+				for r < m && homeTab[homeHash(pc[r])].Load() == pc[r] {
+					r++
+				}
+				consumed += r - w
+				w = r
+				if r == m {
+					break
+				}
 			}
-			k = e.kind
-		}
-		switch k {
-		case kindSelf:
-			if skip > 0 {
-				skip--
-			} else {
-				pc[n] = ret
-				n++
+			ret := pc[r]
+			k, pcs := kindSelf, []uintptr(nil)
+			if homeTab[homeHash(ret)].Load() != ret {
+				var ok bool
+				if k, pcs, ok = lookup(ret); !ok {
+					if !cacheable(ret) {
+						return w, walkSlow
+					}
+					return w, walkMiss
+				}
 			}
-		case kindMany:
-			for _, p := range e.pcs {
+			r++
+			consumed++
+			switch k {
+			case kindSelf:
 				if skip > 0 {
 					skip--
 					continue
 				}
-				if n == len(pc) {
-					return n, walkDone
+				pc[w] = ret
+				w++
+			case kindHidden:
+			case kindMany:
+				if skip >= len(pcs) {
+					skip -= len(pcs)
+					continue
 				}
-				pc[n] = p
-				n++
+				pcs = pcs[skip:]
+				skip = 0
+				if need := w + len(pcs) - r; need > 0 && r < m {
+					// Make room: move the unread addresses up.
+					if r+need >= len(pc) {
+						r, m, lost = len(pc), len(pc), true
+					} else {
+						newm := min(m+need, len(pc))
+						lost = lost || m+need > len(pc)
+						copy(pc[r+need:newm], pc[r:m])
+						r, m = r+need, newm
+					}
+				}
+				w += copy(pc[w:], pcs)
+				if w == len(pc) {
+					return w, walkDone
+				}
+			default:
+				return w, walkSlow
 			}
-		case kindHidden:
+		}
+		if w == len(pc) {
+			return w, walkDone
+		}
+		switch {
+		case lost:
+			fp = skipRecords(start, consumed)
+		case why == rawFull:
+		case why == rawEnd:
+			return w, walkDone
 		default:
-			return n, walkSlow
+			return w, walkSlow
 		}
-		if nfp := *(*uintptr)(fp); suspect(fp, nfp, limit) {
-			if nfp == 0 {
-				return n, walkDone
-			}
-			return n, walkSlow
-		}
-		fp = *(*unsafe.Pointer)(fp) // the word just checked, reloaded as a pointer
+		var n int
+		n, why, fp = rawWalk(start, fp, pc[w:], stopPC.Load())
+		m = w + n
 	}
-	return n, walkDone
-}
-
-// learn walks the chain above its caller far enough to cover need logical
-// frames, asks runtime.Callers for the same stack, and caches what the
-// runtime records for every frame it walked.
-//
-//go:noinline
-func learn(need int) {
-	learnCalls.Add(1)
-	fp := getfp()
-	if fp == nil || checkFirst(fp) != nil {
-		return
-	}
-	start := fp
-	var phys []physFrame
-	seen := make(map[uintptr]physFrame) // deep recursion repeats return addresses
-	total := 0
-	complete := false
-	for total < need+learnSlack {
-		f := physFrame{ret: retPC(fp)}
-		if e := lookup(f.ret); e != nil && e.kind != kindSlow {
-			f.known = e
-			total += len(e.shown())
-		} else {
-			if g, ok := seen[f.ret]; ok {
-				f = g
-			} else {
-				f.expansion()
-				seen[f.ret] = f
-			}
-			total += len(f.pcs)
-		}
-		phys = append(phys, f)
-		if f.special {
-			break
-		}
-		if nfp := *(*uintptr)(fp); suspect(fp, nfp, limitFor(start)) {
-			complete = nfp == 0
-			break
-		}
-		fp = *(*unsafe.Pointer)(fp) // the word just checked, reloaded as a pointer
-	}
-	logical := make([]uintptr, total+learnSlack)
-	// Frame 0 is runtime.Callers, frame 1 is learn; frame 2 is the frame
-	// whose return address is phys[0].ret.
-	m := runtime.Callers(2, logical)
-	learnFrames.Add(uint64(len(phys)))
-	align(phys, logical[:m], complete, m == len(logical))
 }

@@ -21,7 +21,7 @@ func growCapture() (moved bool, err error) {
 	before := uintptr(unsafe.Pointer(&x))
 	resetCache()
 	a, b := make([]uintptr, 128), make([]uintptr, 128)
-	nb := Callers(0, b)
+	nb := testCallers(0, b)
 	moved = uintptr(unsafe.Pointer(&x)) != before // moved inside Callers
 	na := runtime.Callers(1, a)
 	if nb != na || !slices.Equal(a[1:na], b[1:nb]) {

@@ -1,6 +1,8 @@
 package live
 
 import (
+	"runtime"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/unwindkit/unwindkit/internal/errs"
@@ -24,37 +26,68 @@ const (
 	ruleOutside      = "fp outside stack"
 )
 
-// Why the frame pointer is typed as unsafe.Pointer rather than uintptr (or
-// the walker made nosplit): Callers keeps its frame pointer across the
-// learning path, which allocates and calls runtime.Callers and
-// runtime.CallersFrames, so the goroutine's stack can grow, and move, in the
-// middle of a walk. A nosplit walker could not make those calls, and a
-// uintptr would be left pointing into the freed old stack. An unsafe.Pointer
-// local that points into the stack is adjusted by the runtime's stack copier
-// like any other pointer, and the saved frame pointers inside the copied
-// frames are adjusted too (runtime/stack.go, adjustframe), so every later
-// read stays on the live stack (TestCallersStackGrowth). A word read from the
-// stack is held as a uintptr and becomes a pointer only after it has passed
-// the checks, by unsafe.Add from the current frame pointer, so a corrupt
-// value is never seen as a pointer by the garbage collector or by checkptr.
+// Stack moves. The frame pointer is typed as unsafe.Pointer rather than
+// uintptr, and so is the walk's first record (start): Callers keeps them
+// across calls that can grow, and so move, the goroutine's stack (the
+// learning path allocates and calls runtime.Callers and
+// runtime.CallersFrames; without optimisation, -gcflags=all=-N -l, every
+// helper is a real call with a stack check). An unsafe.Pointer local that
+// points into the stack is adjusted by the runtime's stack copier like any
+// other pointer, and the saved frame pointers inside the copied frames are
+// adjusted too (runtime/stack.go, adjustframe), so every later read stays on
+// the live stack (TestCallersStackGrowth, also run with -N -l in CI). The
+// one plain number derived from them, the walk's upper bound, is computed
+// from start right before a loop that makes no call at all (not even to a
+// helper: the loops are written out by hand), so it cannot go stale. A word
+// read from the stack is held as a uintptr and becomes a pointer only after
+// it has passed the checks, by reloading it as a pointer, so a corrupt value
+// is never seen as a pointer by the garbage collector or by checkptr.
 
-// checkFirst checks the first frame pointer of a walk (non-nil is assumed):
-// it must be word aligned.
-func checkFirst(fp unsafe.Pointer) error {
-	if uintptr(fp)&(ptrSize-1) != 0 {
-		return errs.Corrupt(ruleMisaligned, uint64(uintptr(fp)))
-	}
-	return nil
-}
-
-// The termination rules, checked on every saved frame pointer nfp read
-// from the record at fp before it is followed (suspect checks them all at
-// once, inlined in the walk loops; badNext says which one broke):
+// The termination rules, checked on every saved frame pointer nfp read from
+// the record at fp before it is followed (the loops check them all with one
+// unsigned comparison plus an alignment test; badNext says which one broke):
 //   - 0 ends the chain: the goroutine's entry frame, called from goexit;
 //   - nfp must be word aligned;
 //   - nfp must lie strictly above fp: the stack grows down, so callers'
 //     records lie at higher addresses, and this also guarantees termination;
-//   - nfp must lie less than maxStack above the walk's first record.
+//   - nfp must lie less than maxStack above the walk's first record;
+//   - a record whose return address is in one of the runtime's boundary
+//     functions (see stops) is the last: its saved frame pointer belongs to
+//     another stack (a cgo callback's C or system stack).
+
+// stopPC is the return address known to return into a function at the top
+// of a goroutine stack (runtime.cgocallback: user code runs on no other
+// such stack), as learned through runtime.FuncForPC by a walk that stopped
+// there. Walks compare every return address with it before following the
+// frame pointer beside it (one register, one compare). Until the first walk through a boundary has learned
+// its address, the termination rules stop that walk (the system stack of a
+// cgo callback lies far from, or below, the goroutine stacks of the Go
+// heap); the walk then names the boundary and returns cleanly.
+var stopPC atomic.Uintptr
+
+// boundaryFuncs are the runtime functions that start or switch stacks: the
+// frame pointer saved by a frame that returns into one of them belongs to
+// another stack.
+var boundaryFuncs = map[string]bool{
+	"runtime.cgocallback": true, "runtime.mstart": true, "runtime.mstart0": true,
+	"runtime.rt0_go": true, "runtime.mcall": true, "runtime.systemstack": true,
+	"runtime.systemstack_switch": true, "runtime.morestack": true, "runtime.asmcgocall": true,
+	"runtime.sigtramp": true, "runtime.cgoSigtramp": true, "runtime.sigtrampgo": true,
+}
+
+// isBoundary reports whether the return address ret lies in a boundary
+// function, asking the runtime (runtime.FuncForPC), and remembers it in
+// stopPC if it returns into runtime.cgocallback.
+func isBoundary(ret uintptr) bool {
+	f := runtime.FuncForPC(ret - 1)
+	if f == nil || !boundaryFuncs[f.Name()] {
+		return false
+	}
+	if f.Name() == "runtime.cgocallback" {
+		stopPC.CompareAndSwap(0, ret)
+	}
+	return true
+}
 
 // badNext returns the error for a saved frame pointer nfp, read from the
 // record at fp, that broke a termination rule.
@@ -72,11 +105,7 @@ func badNext(start, fp unsafe.Pointer, nfp uintptr) error {
 }
 
 // limitFor returns the exclusive upper bound for frame pointers of a walk
-// whose first record is at start. start and the bound are plain numbers: the
-// walk loops make no calls, so the stack cannot move under them (a stack is
-// only moved by a call's growth check, or by the garbage collector at a
-// synchronous safe point; an asynchronously preempted goroutine's stack is
-// never moved), and after a call the bound is recomputed.
+// whose first record is at start.
 func limitFor(start unsafe.Pointer) uintptr {
 	limit := uintptr(start) + maxStack
 	if limit < uintptr(start) {
@@ -85,23 +114,114 @@ func limitFor(start unsafe.Pointer) uintptr {
 	return limit
 }
 
-// suspect reports whether the saved frame pointer nfp, read from the record
-// at fp, is 0 (the end of the chain) or breaks a termination rule: one
-// unsigned comparison checks fp < nfp < limit.
-func suspect(fp unsafe.Pointer, nfp, limit uintptr) bool {
-	return nfp-uintptr(fp)-1 >= limit-uintptr(fp)-1 || nfp&(ptrSize-1) != 0
+// Why a raw walk stopped.
+const (
+	rawFull = iota // pc is full; fp is the next record, which passed the rules
+	rawEnd         // the chain ended (saved frame pointer 0)
+	rawStop        // the last return address is a known boundary
+	rawBad         // the last record's saved frame pointer broke a rule
+)
+
+// rawWalk stores the return addresses of the records from fp on into pc
+// until pc is full or a record ends the walk (stop is the known boundary,
+// stopPC, loaded by the caller), and returns the count, the
+// reason and the record to continue from (rawFull) or the last record read.
+// It calls nothing inside its loop (see "Stack moves"), and it is not
+// instrumented by the race detector (the reads are of the goroutine's own
+// stack).
+//
+//go:norace
+//go:nocheckptr
+func rawWalk(start, fp unsafe.Pointer, pc []uintptr, stop uintptr) (int, int, unsafe.Pointer) {
+	limit := uintptr(start) + maxStack // limitFor(start), written out: no call
+	if limit < uintptr(start) {
+		limit = ^uintptr(0)
+	}
+	for n := range pc {
+		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
+		next := *(*unsafe.Pointer)(fp)
+		pc[n] = ret
+		// (A bad next is held in a pointer-typed register only here, in a
+		// loop without calls: no stack scan sees it precisely.)
+		if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
+			switch {
+			case ret == stop:
+				return n + 1, rawStop, fp
+			case u == 0:
+				return n + 1, rawEnd, fp
+			}
+			return n + 1, rawBad, fp
+		}
+		fp = next
+	}
+	return len(pc), rawFull, fp
 }
 
-// retPC returns the return address stored one word above fp.
-func retPC(fp unsafe.Pointer) uintptr {
-	return *(*uintptr)(unsafe.Add(fp, ptrSize))
+// countWalk is rawWalk for CallersFP's common case: it returns only the
+// count and the reason, so that its loop keeps no copy of the record it
+// stopped at (a rawBad caller finds it again with skipRecords). It is
+// CallersFP's cost: until a cgo boundary has been learned (stop == 0) there
+// is no boundary to compare with, and the loop has three checks.
+//
+//go:norace
+//go:nocheckptr
+func countWalk(start unsafe.Pointer, pc []uintptr, stop uintptr) (int, int) {
+	limit := uintptr(start) + maxStack // limitFor(start), written out: no call
+	if limit < uintptr(start) {
+		limit = ^uintptr(0)
+	}
+	fp := start
+	if stop == 0 {
+		for n := range pc {
+			ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
+			next := *(*unsafe.Pointer)(fp)
+			pc[n] = ret
+			if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 {
+				if u == 0 {
+					return n + 1, rawEnd
+				}
+				return n + 1, rawBad
+			}
+			fp = next
+		}
+		return len(pc), rawFull
+	}
+	for n := range pc {
+		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
+		next := *(*unsafe.Pointer)(fp)
+		pc[n] = ret
+		if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
+			switch {
+			case ret == stop:
+				return n + 1, rawStop
+			case u == 0:
+				return n + 1, rawEnd
+			}
+			return n + 1, rawBad
+		}
+		fp = next
+	}
+	return len(pc), rawFull
+}
+
+// skipRecords follows k records from fp that an earlier walk has already
+// checked, and returns the record it arrives at.
+//
+//go:norace
+//go:nocheckptr
+func skipRecords(fp unsafe.Pointer, k int) unsafe.Pointer {
+	for ; k > 0; k-- {
+		fp = *(*unsafe.Pointer)(fp)
+	}
+	return fp
 }
 
 // walkFP stores the return addresses of the frame-record chain starting at
 // fp into pc, innermost first, after dropping the first skip of them. It
-// stops when pc is full, at the end of the chain (nil error), or at the
-// first record that breaks a rule (a *errs.CorruptError, with the frames
-// found so far). It never writes beyond len(pc).
+// stops when pc is full, at the end of the chain or at a boundary of the
+// goroutine's stack (nil error), or at the first record that breaks a rule
+// (a *errs.CorruptError, with the frames found so far). It never writes
+// beyond len(pc).
 func walkFP(fp unsafe.Pointer, skip int, pc []uintptr) (int, error) {
 	if fp == nil || len(pc) == 0 {
 		return 0, nil
@@ -110,43 +230,35 @@ func walkFP(fp unsafe.Pointer, skip int, pc []uintptr) (int, error) {
 		return 0, errs.Corrupt(ruleMisaligned, uint64(uintptr(fp)))
 	}
 	start := fp
-	limit := limitFor(start)
-	// Skipped frames are walked first, so the storing loop has no branch
-	// for them.
-	for ; skip > 0; skip-- {
-		if nfp := *(*uintptr)(fp); suspect(fp, nfp, limit) {
-			if nfp == 0 {
-				return 0, nil
-			}
-			return 0, badNext(start, fp, nfp)
+	// Skipped frames are walked into pc too, a buffer at a time, so that
+	// the storing loop has no branch for them.
+	for skip > 0 {
+		buf := pc[:min(skip, len(pc))]
+		n, why, last := rawWalk(start, fp, buf, stopPC.Load())
+		skip -= n
+		if why != rawFull {
+			return 0, endErr(why, start, last, buf[n-1])
 		}
-		fp = *(*unsafe.Pointer)(fp) // the word just checked, reloaded as a pointer
+		fp = last
 	}
-	n, last := storeFP(fp, limit, pc)
-	if n < len(pc) {
-		// storeFP stopped at last, whose saved frame pointer is suspect:
-		// the end of the chain, or a broken rule.
-		if nfp := *(*uintptr)(last); nfp != 0 {
-			return n, badNext(start, last, nfp)
-		}
+	n, why, last := rawWalk(start, fp, pc, stopPC.Load())
+	if why == rawFull {
+		return n, nil
 	}
-	return n, nil
+	return n, endErr(why, start, last, pc[n-1])
 }
 
-// storeFP is walkFP's storing loop, kept small so that it runs from
-// registers: it stores return addresses from fp on until pc is full or a
-// saved frame pointer is suspect, and returns the count and the last record.
-func storeFP(fp unsafe.Pointer, limit uintptr, pc []uintptr) (int, unsafe.Pointer) {
-	for n := range pc {
-		pc[n] = retPC(fp)
-		// The saved frame pointer must be above this one, below the
-		// limit and aligned (suspect, written as three compares, which
-		// compile to fewer instructions here than its one-compare form).
-		next := *(*unsafe.Pointer)(fp)
-		if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 {
-			return n + 1, fp
-		}
-		fp = next
+// endErr returns the error for a raw walk that stopped at the record last,
+// whose return address is ret: nil at the end of the chain or at a boundary
+// (a rule broken by a record that returns into a boundary function is the
+// boundary: its saved frame pointer belongs to another stack).
+func endErr(why int, start, last unsafe.Pointer, ret uintptr) error {
+	switch why {
+	case rawEnd, rawStop, rawFull:
+		return nil
 	}
-	return len(pc), fp
+	if isBoundary(ret) {
+		return nil
+	}
+	return badNext(start, last, *(*uintptr)(last))
 }

@@ -122,24 +122,7 @@ func FuzzWalkFP(f *testing.F) {
 	f.Add([]byte{3, 3, 3}, uint8(1))
 	f.Fuzz(func(t *testing.T, links []byte, skip uint8) {
 		const words = 64
-		fk := newFake(words + 2)
-		for i := 0; i+1 < words; i += 2 {
-			fk.buf[i+1] = 0x1000 + uintptr(i)
-			if len(links) == 0 {
-				continue
-			}
-			l := int(links[(i/2)%len(links)])
-			switch {
-			case l == 0xff:
-				fk.buf[i] = 0
-			case l < 0x80 && l/2 < words:
-				// A word index or a misaligned address inside the buffer,
-				// possibly at or below the record itself.
-				fk.buf[i] = fk.addr(l%words) + uintptr(l&1)*3
-			default:
-				fk.buf[i] = uintptr(l) // small bogus value: rejected as not above
-			}
-		}
+		fk := fuzzStack(words, links)
 		pc := make([]uintptr, 100)
 		n, err := walkFP(fk.fp(0), int(skip), pc)
 		if n > len(pc) || n > words/2+1 {
@@ -152,6 +135,51 @@ func FuzzWalkFP(f *testing.F) {
 			if p < 0x1000 || p >= 0x1000+words {
 				t.Fatalf("pc %#x read from outside the records", p)
 			}
+		}
+	})
+}
+
+// fuzzStack builds a fake stack of words words whose records' saved frame
+// pointers come from links: a word index or a misaligned address inside the
+// buffer (possibly at or below the record itself), 0xff for the end of the
+// chain, anything else a small bogus value.
+func fuzzStack(words int, links []byte) *fakeStack {
+	fk := newFake(words + 2)
+	for i := 0; i+1 < words; i += 2 {
+		fk.buf[i+1] = 0x1000 + uintptr(i)
+		if len(links) == 0 {
+			continue
+		}
+		l := int(links[(i/2)%len(links)])
+		switch {
+		case l == 0xff:
+			fk.buf[i] = 0
+		case l < 0x80 && l/2 < words:
+			fk.buf[i] = fk.addr(l%words) + uintptr(l&1)*3
+		default:
+			fk.buf[i] = uintptr(l) // rejected as not above
+		}
+	}
+	return fk
+}
+
+// The walk loops agree with each other on any chain: countWalk (CallersFP)
+// and walkProbe (Callers, where supported) store what rawWalk stores and
+// stop for the same reason, for every buffer length.
+func FuzzWalkLoops(f *testing.F) {
+	f.Add([]byte{0, 4, 10, 0xff}, uint8(3))
+	f.Add([]byte{3, 3, 3}, uint8(40))
+	f.Fuzz(func(t *testing.T, links []byte, size uint8) {
+		const words = 64
+		fk := fuzzStack(words, links)
+		want, got := make([]uintptr, int(size)%48), make([]uintptr, int(size)%48)
+		n, why, _ := rawWalk(fk.fp(0), fk.fp(0), want, 0)
+		cn, cwhy := countWalk(fk.fp(0), got, 0)
+		if cn != n || cwhy != why || !slices.Equal(got[:cn], want[:n]) {
+			t.Fatalf("countWalk %d %d %#x, rawWalk %d %d %#x", cn, cwhy, got[:cn], n, why, want[:n])
+		}
+		if pn, pwhy, ok := probeWalkOf(fk.fp(0), got); ok && (pn != n || pwhy != why || !slices.Equal(got[:pn], want[:n])) {
+			t.Fatalf("walkProbe %d %d %#x, rawWalk %d %d %#x", pn, pwhy, got[:pn], n, why, want[:n])
 		}
 	})
 }

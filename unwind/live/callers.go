@@ -14,13 +14,18 @@ import "github.com/unwindkit/unwindkit/internal/live"
 // runtime.Callers'; the caller's own pc is that of its call to Callers.
 //
 // On amd64 and arm64 Callers walks frame pointers, and each frame costs a
-// lookup in a lock-free cache that maps a return address to the logical
-// frames the runtime records for it. A return address not yet in the cache
-// is learned once from the runtime itself (that call costs a
-// runtime.Callers plus a runtime.CallersFrames lookup per new frame). Stacks the frame pointers cannot reproduce (a
+// compare in a lock-free cache (under 2 MiB, fixed) that maps a return
+// address to the logical frames the runtime records for it. A return
+// address not yet in the cache is learned once from the runtime itself: that
+// call makes one runtime.Callers call, answers from it, and looks up each
+// new frame's function with runtime.FuncForPC. Whatever the stack, a call
+// makes at most one runtime.Callers call. A program whose hot return
+// addresses outnumber the cache is detected and answered by runtime.Callers
+// for a while, at its cost. Stacks the frame pointers cannot reproduce (a
 // panic from a fault, that is runtime.sigpanic on the stack; a cgo
-// callback; a broken frame-pointer chain) and every GOARCH without frame
-// pointers are answered by runtime.Callers.
+// callback; a broken frame-pointer chain), race builds (-race, where every
+// read would be instrumented) and every GOARCH without frame pointers are
+// answered by runtime.Callers.
 //
 // Callers is safe for concurrent use.
 func Callers(skip int, pc []uintptr) int {
@@ -35,11 +40,15 @@ func Callers(skip int, pc []uintptr) int {
 // inlined calls of the result.
 //
 // The walk stops at the end of the chain (the goroutine's entry frame,
-// called from runtime.goexit), when pc is full, or at a frame record whose
-// saved frame pointer is misaligned, not strictly above the previous one, or
-// more than the maximum goroutine stack above the first; then it returns the
-// frames found so far and a *CorruptError. On a GOARCH without frame
-// pointers (anything but amd64 and arm64) it returns 0 and ErrNotSupported.
+// called from runtime.goexit), when pc is full, at the top of the
+// goroutine's stack in a Go -> C -> Go callback (the last pc stored is then
+// in runtime.cgocallback, the error nil: the Go frames below the C code are
+// not reached), or at a frame record whose saved frame pointer is
+// misaligned, not strictly above the previous one, or more than the maximum
+// goroutine stack above the first; then it returns the frames found so far
+// and a *CorruptError. In race builds its loop is not instrumented. On a
+// GOARCH without frame pointers (anything but amd64 and arm64) it returns 0
+// and ErrNotSupported.
 //
 //go:noinline
 func CallersFP(skip int, pc []uintptr) (int, error) {

@@ -16,7 +16,7 @@ import (
 // events on one goroutine while three others unwind it with both methods.
 // The driver records, for every state (by sequence number), what each
 // unwinder must return; every concurrent result must equal the record of
-// the state it read, or be ErrBusy.
+// the state it read, or be ErrChanged.
 func TestConcurrentUnwind(t *testing.T) {
 	for _, pol := range []Policy{ThreadInfo, PerCPU, OnStack} {
 		t.Run(pol.String(), func(t *testing.T) {
@@ -57,7 +57,7 @@ func TestConcurrentUnwind(t *testing.T) {
 						k := (g + i) % 2
 						method := []unwind.Method{unwind.MethodSCS, unwind.MethodFP}[k]
 						n, seq, err := c.UnwindSeq(method, store, SaveOptions{})
-						if errors.Is(err, ErrBusy) {
+						if errors.Is(err, ErrChanged) {
 							busy.Add(1)
 							continue
 						}

@@ -1,18 +1,19 @@
 package machine
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 
 	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/internal/errs"
 	"github.com/unwindkit/unwindkit/scs"
 	"github.com/unwindkit/unwindkit/unwind"
 )
 
-// ErrBusy: the CPU kept changing while another goroutine tried to unwind
-// it, and no consistent state was read.
-var ErrBusy = errors.New("unwind: CPU state kept changing during the unwind")
+// ErrChanged reports that the CPU kept changing while another goroutine
+// tried to unwind it, and no consistent state was read. It is the same
+// value as [scs.ErrChanged] (one sentinel per meaning).
+var ErrChanged = errs.ErrChanged
 
 // SaveOptions are the options of an unwind besides the store.
 type SaveOptions struct {
@@ -29,30 +30,48 @@ type SaveOptions struct {
 	Reliable bool
 }
 
-// pubState is the part of a CPU's registers that concurrent unwinders read.
+// pubState is the part of a CPU's registers that concurrent unwinders
+// read: a copy of the published fields, taken under the sequence lock.
 type pubState struct {
-	seq     uint64
 	task    *Task
 	stacks  []fp.Stack // the FP walk's accessible stacks for task
 	x29, pc uint64
 	ctx     Context
 }
 
-func (c *CPU) publish(seq uint64) {
-	p := &pubState{seq: seq, task: c.task}
-	if c.task != nil {
-		if c.stacksTask != c.task {
-			c.stacksTask, c.stacksList = c.task, c.stacks(c.task)
-		}
-		p.stacks = c.stacksList
+// taskStacks is the running task and the stacks an FP walk of the CPU may
+// read while it runs; built once per Switch to another task.
+type taskStacks struct {
+	task   *Task
+	stacks []fp.Stack
+}
+
+// publish stores the registers for concurrent unwinders; end calls it
+// inside the change, so readers see it with the change's sequence.
+func (c *CPU) publish() {
+	if c.task == nil {
+		return
 	}
-	if c.task != nil && len(c.ctxs) > 0 {
+	if ts := c.pubTask.Load(); ts == nil || ts.task != c.task {
+		c.pubTask.Store(&taskStacks{task: c.task, stacks: c.stacks(c.task)})
+	}
+	if len(c.ctxs) > 0 {
 		ctx := c.cur()
-		p.x29 = ctx.x29
-		p.pc = ctx.top().pc
-		p.ctx = ctx.kind
+		c.pubX29.Store(ctx.x29)
+		c.pubPC.Store(ctx.top().pc)
+		c.pubCtx.Store(uint32(ctx.kind))
 	}
-	c.pub.Store(p)
+}
+
+// loadPub reads the published registers (consistent if the sequence is
+// even and unchanged around it).
+func (c *CPU) loadPub() pubState {
+	var p pubState
+	if ts := c.pubTask.Load(); ts != nil {
+		p.task, p.stacks = ts.task, ts.stacks
+	}
+	p.x29, p.pc, p.ctx = c.pubX29.Load(), c.pubPC.Load(), Context(c.pubCtx.Load())
+	return p
 }
 
 // sourceInto fills src for an unwinder running inline in the CPU's current
@@ -65,12 +84,12 @@ func (c *CPU) sourceInto(src *unwind.Source, p *pubState, method unwind.Method, 
 			method = unwind.MethodSCS
 		}
 	}
-	if p == nil || p.task == nil {
+	if p.task == nil {
 		return fmt.Errorf("unwind: cpu%d has no task", c.id)
 	}
 	switch method {
 	case unwind.MethodSCS:
-		if m.scs == nil {
+		if !m.cfg.SCS {
 			return fmt.Errorf("unwind: shadow call stack copy: %w", unwind.ErrNotSupported)
 		}
 		var v scs.View
@@ -130,7 +149,7 @@ func (c *CPU) stacks(t *Task) []fp.Stack {
 // Unwind from any goroutine.
 func (c *CPU) Source(method unwind.Method, opts SaveOptions) (*unwind.Source, error) {
 	src := new(unwind.Source)
-	if err := c.sourceInto(src, c.pub.Load(), method, opts); err != nil {
+	if err := c.sourceInto(src, ptr(c.loadPub()), method, opts); err != nil {
 		return nil, err
 	}
 	return src, nil
@@ -139,7 +158,7 @@ func (c *CPU) Source(method unwind.Method, opts SaveOptions) (*unwind.Source, er
 // SourceInto is Source filling src in place, without allocating: for hot
 // paths that record a trace on every event (a KASAN-style allocator).
 func (c *CPU) SourceInto(src *unwind.Source, method unwind.Method, opts SaveOptions) error {
-	return c.sourceInto(src, c.pub.Load(), method, opts)
+	return c.sourceInto(src, ptr(c.loadPub()), method, opts)
 }
 
 // Invocation says how the modelled code invokes the unwinder.
@@ -159,7 +178,7 @@ const (
 // Unwind unwinds the CPU with method into store and returns how many
 // frames it stored. Inline unwinds may run on any goroutine while another
 // drives the CPU: they retry until they read a consistent state (or return
-// ErrBusy). OutOfLine changes the CPU (it calls stack_trace_save and
+// ErrChanged). OutOfLine changes the CPU (it calls stack_trace_save and
 // returns from it), so only the driving goroutine may use it.
 func (c *CPU) Unwind(method unwind.Method, inv Invocation, store []uint64, opts SaveOptions) (int, error) {
 	if inv == OutOfLine {
@@ -178,26 +197,28 @@ func (c *CPU) Unwind(method unwind.Method, inv Invocation, store []uint64, opts 
 // if the CPU changed meanwhile (a seqlock read), at most 1000 times.
 func (c *CPU) UnwindSeq(method unwind.Method, store []uint64, opts SaveOptions) (n int, seq uint64, err error) {
 	for try := 0; try < 1000; try++ {
-		s1 := c.seq.Load()
-		p := c.pub.Load()
-		if s1&1 != 0 || p == nil || p.seq != s1 {
+		s1 := c.m.scs.Seq(c.id)
+		if s1&1 != 0 {
 			runtime.Gosched()
 			continue
 		}
+		p := c.loadPub()
 		var src unwind.Source
-		err := c.sourceInto(&src, p, method, opts)
+		err := c.sourceInto(&src, &p, method, opts)
 		if err == nil {
 			n, err = unwind.Save(&src, store, 0) // src applies opts.Skip
 		}
-		if c.seq.Load() != s1 {
+		if c.m.scs.Seq(c.id) != s1 {
 			runtime.Gosched()
 			continue
 		}
 		return n, s1, err
 	}
-	return 0, 0, ErrBusy
+	return 0, 0, ErrChanged
 }
 
 // Seq returns the CPU's state sequence number: even when stable, bumped by
 // two for every state change.
-func (c *CPU) Seq() uint64 { return c.seq.Load() }
+func (c *CPU) Seq() uint64 { return c.m.scs.Seq(c.id) }
+
+func ptr(p pubState) *pubState { return &p }

@@ -10,7 +10,7 @@ import (
 // handle, in one call and without allocating when the trace is already in
 // d. It unwinds as [CPU.Unwind] does (Inline), so it may run on any
 // goroutine and stores only a trace read from a consistent CPU state
-// (ErrBusy otherwise). A walk that fails part-way stores the frames it had
+// (ErrChanged otherwise). A walk that fails part-way stores the frames it had
 // (see unwind.SaveToDepot).
 func (c *CPU) SaveToDepot(d *depot.Depot, method unwind.Method, buf []uint64, opts SaveOptions) (depot.Handle, error) {
 	n, _, err := c.UnwindSeq(method, buf, opts)

@@ -105,6 +105,15 @@ func (s *script) step(b byte, store []uint64) {
 	if err != nil && !reflect.DeepEqual(before, c.Truth()) {
 		t.Fatalf("failed event %#x (%v) changed the ground truth", b, err)
 	}
+	// One nesting state and one sequence lock: the CPU's chain of
+	// contexts ends in the SCS model's context, and no step (failed ones
+	// included) leaves a change open.
+	if c.Task() != nil && c.cur().kind != c.Context() {
+		t.Fatalf("event %#x: the chain is in %s context, the SCS model in %s", b, c.cur().kind, c.Context())
+	}
+	if c.Seq()%2 != 0 {
+		t.Fatalf("event %#x (%v) left the CPU's sequence odd (%d)", b, err, c.Seq())
+	}
 	s.check(c, SaveOptions{}, store)
 	s.checkBlocked(store)
 	if op%9 == 0 {

@@ -1,3 +1,5 @@
+// The Machine: configuration, memory layout (address map, stacks, pt_regs constants), text and tasks.
+
 package machine
 
 import (
@@ -132,7 +134,9 @@ type Machine struct {
 	mem  *mem.Memory
 	text *text
 	sym  *unwind.Symbolizer
-	scs  *scs.Model // nil when the shadow call stack is off
+	// scs is the SCS model, present (Disabled) even without the shadow
+	// call stack: it owns each CPU's nesting state and sequence lock.
+	scs  *scs.Model
 	cpus []*CPU
 	// fpMem is an fp.Config holding only the model's memory (attached
 	// once with mem.AttachFP): every FP Config of the model starts as a
@@ -161,68 +165,6 @@ type Task struct {
 	cpu      int      // -1 when not running
 }
 
-// retStack is a return stack in modelled memory: count word, then {ret, fp}.
-type retStack struct {
-	region *mem.Region
-	n      int
-}
-
-func (r *retStack) push(ret, frame uint64) error {
-	if r.n >= retStackEntries {
-		return errors.New("unwind: return stack full")
-	}
-	a := r.region.Base + fp.RetStackEntriesOff + fp.RetStackEntrySize*uint64(r.n)
-	r.region.Store(a, ret)
-	r.region.Store(a+8, frame)
-	r.n++
-	r.region.Store(r.region.Base, uint64(r.n))
-	return nil
-}
-
-func (r *retStack) pop() {
-	r.n--
-	r.region.Store(r.region.Base, uint64(r.n))
-}
-
-// activation is one live function on a context's chain.
-type activation struct {
-	f        *fn
-	pc       uint64 // where f is now: its body, or the return address of its callee
-	ret      uint64 // the real address f returns to (its caller's pc)
-	saved    uint64 // the value f's prologue saved (signed, trampolined)
-	entrySP  uint64
-	savedX29 uint64
-	frameAt  uint64 // address of f's frame record, 0 if none
-	graph    bool   // pushed a function-graph return-stack entry
-	kprobe   bool   // pushed a kretprobe instance
-	// exception entries: the vector or the SDEI asm handler
-	interrupted bool // ret is an interrupted pc, not a call's return
-	ptRegs      uint64
-}
-
-type context struct {
-	kind   Context
-	stack  *mem.Region
-	sp     uint64
-	x29    uint64
-	x30    uint64
-	acts   []*activation
-	slot   uint64 // OnStack: where x18 was pushed on the interrupted stack
-	parent *context
-}
-
-func (c *context) top() *activation { return c.acts[len(c.acts)-1] }
-
-// minDepth is the number of activations a context keeps until it ends:
-// ret_from_fork and the task function; handle_arch_irq; the SDEI asm
-// handler and __sdei_handler.
-func (c *context) minDepth() int {
-	if c.kind == ContextIRQ {
-		return 1
-	}
-	return 2
-}
-
 // CPU is one modelled CPU. Its methods that change state (Call, Return,
 // EnterIRQ, ...) must be called by one goroutine at a time; Unwind, Truth
 // snapshots taken through Published, and the Save functions may run on
@@ -236,11 +178,13 @@ type CPU struct {
 	irqStack, sdeiNormal, sdeiCritical, overflow *mem.Region
 	sdeiRegs                                     [2]*mem.Region // registered event regs
 
-	stacksTask *Task      // the task stacksList was built for
-	stacksList []fp.Stack // published to FP walks; rebuilt on Switch
-
-	seq atomic.Uint64            // odd while the CPU changes state
-	pub atomic.Pointer[pubState] // registers for concurrent unwinders
+	// The registers concurrent unwinders read, written by publish inside
+	// each change (see begin) and read under the sequence lock.
+	pubTask atomic.Pointer[taskStacks]
+	pubX29  atomic.Uint64
+	pubPC   atomic.Uint64
+	pubCtx  atomic.Uint32
+	free    []*activation // activations returned by leave, for enter
 }
 
 // NewMachine builds a machine from cfg. It fails with a clear error for an
@@ -257,26 +201,25 @@ func NewMachine(cfg Config) (*Machine, error) {
 	if err := m.buildText(); err != nil {
 		return nil, err
 	}
-	if cfg.SCS {
-		sm, err := scs.New(scs.Config{
-			Size:              cfg.SCSSize,
-			Policy:            cfg.Policy,
-			NumCPU:            cfg.NumCPU,
-			Layout:            cfg.Layout,
-			KeepInterruptedPC: cfg.KeepInterruptedPC,
-			Mem:               m.mem,
-		}, func(name, kind string, size uint64) (uint64, []uint64, error) {
-			r, err := m.alloc(name, kind, size, size)
-			if err != nil {
-				return 0, nil, err
-			}
-			return r.Base, r.Words(), nil
-		})
+	sm, err := scs.New(scs.Config{
+		Size:              cfg.SCSSize,
+		Policy:            cfg.Policy,
+		NumCPU:            cfg.NumCPU,
+		Layout:            cfg.Layout,
+		KeepInterruptedPC: cfg.KeepInterruptedPC,
+		Disabled:          !cfg.SCS,
+		Mem:               m.mem,
+	}, func(name, kind string, size uint64) (uint64, []uint64, error) {
+		r, err := m.alloc(name, kind, size, size)
 		if err != nil {
-			return nil, err
+			return 0, nil, err
 		}
-		m.scs = sm
+		return r.Base, r.Words(), nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	m.scs = sm
 	for i := 0; i < cfg.NumCPU; i++ {
 		c := &CPU{m: m, id: i}
 		var err error
@@ -298,7 +241,6 @@ func NewMachine(cfg Config) (*Machine, error) {
 				return nil, err
 			}
 		}
-		c.publish(0)
 		m.cpus = append(m.cpus, c)
 	}
 	return m, nil
@@ -314,7 +256,7 @@ func (cfg *Config) validate() error {
 		return errors.New("unwind: KeepInterruptedPC needs the shadow call stack")
 	case cfg.PAC && cfg.Layout == (ptrauth.Layout{}):
 		return errors.New("unwind: PAC on with the zero Layout (no PAC field)")
-	case cfg.Policy > PerCPU:
+	case int(cfg.Policy) >= len(scs.Policies):
 		return fmt.Errorf("unwind: unknown SCS policy %d", cfg.Policy)
 	case !cfg.FramePointers && (cfg.FGraph || cfg.Kretprobes):
 		return errors.New("unwind: the function-graph tracer and kretprobes need frame pointers in this model")
@@ -481,10 +423,8 @@ func (m *Machine) NewTask(name, entry string) (*Task, error) {
 		}
 		*rs = &retStack{region: r}
 	}
-	if m.scs != nil {
-		if t.scsState, err = m.scs.NewTask(name); err != nil {
-			return nil, err
-		}
+	if t.scsState, err = m.scs.NewTask(name); err != nil {
+		return nil, err
 	}
 	// The task's pt_regs at the top of its stack, with the FINAL record.
 	t.ptRegs = fp.TaskPtRegsAddr(t.stack.End())
@@ -499,481 +439,17 @@ func (m *Machine) NewTask(name, entry string) (*Task, error) {
 	return t, nil
 }
 
-// Switch makes t the CPU's running task (cpu_switch_to). The CPU must be in
-// task context; t must not be running on another CPU.
-func (c *CPU) Switch(t *Task) error {
-	m := c.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if t == nil || t.m != m {
-		return errors.New("unwind: Switch to a task of another machine")
-	}
-	if len(c.ctxs) > 1 {
-		return fmt.Errorf("unwind: cpu%d: Switch in %s context", c.id, c.cur().kind)
-	}
-	if t.cpu >= 0 && t.cpu != c.id {
-		return fmt.Errorf("unwind: task %q is running on cpu%d", t.Name, t.cpu)
-	}
-	if c.task == t {
-		return nil
-	}
-	c.begin()
-	defer c.end()
-	if m.scs != nil {
-		if err := m.scs.Switch(c.id, t.scsState); err != nil {
-			return err
-		}
-	}
-	if c.task != nil {
-		c.task.cpu = -1
-	}
-	t.cpu = c.id
-	c.task = t
-	c.ctxs = []*context{t.ctx}
-	if t.entry != nil {
-		// First run: ret_from_fork's blr x19 calls the task's function.
-		rf := t.ctx.acts[0]
-		if err := c.enter(t.ctx, rf, t.entry, rf.f.blr+4); err != nil {
-			return err
-		}
-		t.entry = nil
-	}
-	return nil
-}
-
 // Task returns the CPU's running task, or nil.
 func (c *CPU) Task() *Task { return c.task }
 
-// ID returns the CPU number.
-func (c *CPU) ID() int { return c.id }
-
-// Context returns the CPU's current context.
-func (c *CPU) Context() Context {
-	if len(c.ctxs) == 0 {
-		return ContextTask
-	}
-	return c.cur().kind
-}
-
-// Depth returns the number of live functions in the current context.
-func (c *CPU) Depth() int {
-	if len(c.ctxs) == 0 {
-		return 0
-	}
-	return len(c.cur().acts)
-}
-
-func (c *CPU) cur() *context { return c.ctxs[len(c.ctxs)-1] }
-
-func (c *CPU) ready() error {
-	if c.task == nil {
-		return fmt.Errorf("unwind: cpu%d has no task: Switch first", c.id)
-	}
-	return nil
-}
-
-// begin and end bracket a state change: the sequence count is odd in
-// between, so concurrent unwinders retry rather than read a torn state.
-func (c *CPU) begin() { c.seq.Add(1) }
-func (c *CPU) end()   { c.publish(c.seq.Load() + 1); c.seq.Add(1) }
-
-// Call calls the named function from the current function, through its
-// real bl call site. It fails, changing nothing, if the current function is
-// a leaf or has no call site for name, or a stack would overflow.
-func (c *CPU) Call(name string) error {
-	if err := c.ready(); err != nil {
-		return err
-	}
-	ctx := c.cur()
-	caller := ctx.top()
-	site, ok := caller.f.sites[name]
-	if !ok {
-		if caller.f.spec.Leaf {
-			return fmt.Errorf("unwind: %s is a leaf and calls nothing", caller.f.spec.Name)
-		}
-		return fmt.Errorf("unwind: %s has no call site for %q", caller.f.spec.Name, name)
-	}
-	callee := c.m.text.byName[name]
-	c.begin()
-	defer c.end()
-	return c.enter(ctx, caller, callee, site+4)
-}
-
-// enter runs callee's entry (tracer hooks, paciasp, SCS push, frame) on ctx
-// with return address ret. On error nothing has changed.
-func (c *CPU) enter(ctx *context, caller *activation, callee *fn, ret uint64) error {
-	m, t := c.m, c.task
-	sp := ctx.sp
-	if sp-ctx.stack.Base < callee.frameSz+64 || sp > ctx.stack.End() {
-		return fmt.Errorf("unwind: %s stack overflow calling %s", ctx.kind, callee.spec.Name)
-	}
-	if callee.probed && t.kprobe.n >= retStackEntries || callee.traced && t.graph.n >= retStackEntries {
-		return fmt.Errorf("unwind: return stack full calling %s", callee.spec.Name)
-	}
-	a := &activation{f: callee, pc: callee.body, ret: ret, entrySP: sp, savedX29: ctx.x29}
-	lr := ret
-	// Kretprobe first, then the graph tracer: the kernel recovers in the
-	// opposite order (graph, then kretprobe), so the graph hook is outermost.
-	if callee.probed {
-		a.kprobe = true
-		lr = m.kprobeTramp
-	}
-	if callee.traced {
-		a.graph = true
-		lr = m.graphTramp
-	}
-	if callee.pac {
-		lr = m.cfg.Layout.Sign(lr, sp, m.cfg.Key, m.cfg.Algorithm)
-	}
-	if callee.scs {
-		if err := m.scs.Push(c.id, lr); err != nil {
-			return fmt.Errorf("unwind: calling %s: %w", callee.spec.Name, err)
-		}
-	}
-	if a.kprobe {
-		t.kprobe.push(ret, ctx.x29)
-	}
-	if a.graph {
-		inner := ret
-		if a.kprobe {
-			inner = m.kprobeTramp
-		}
-		t.graph.push(inner, ctx.x29)
-	}
-	a.saved = lr
-	switch {
-	case callee.frame:
-		sp -= callee.frameSz
-		ctx.stack.Store(sp, ctx.x29)
-		ctx.stack.Store(sp+8, lr)
-		a.frameAt = sp
-		ctx.x29 = sp
-	case callee.frameSz > 0:
-		sp -= callee.frameSz
-		ctx.stack.Store(sp, lr)
-	}
-	ctx.sp = sp
-	ctx.x30 = lr
-	caller.pc = ret
-	ctx.acts = append(ctx.acts, a)
-	return nil
-}
-
-// Return returns from the current function to its caller. It fails,
-// changing nothing, at the base of a context (use ExitIRQ or ExitSDEI) or
-// of a task, or if the function's saved state was corrupted.
-func (c *CPU) Return() error {
-	if err := c.ready(); err != nil {
-		return err
-	}
-	ctx := c.cur()
-	if len(ctx.acts) <= ctx.minDepth() {
-		return fmt.Errorf("unwind: cpu%d: nothing to return from: %s is the base of the %s context",
-			c.id, ctx.top().f.spec.Name, ctx.kind)
-	}
-	c.begin()
-	defer c.end()
-	return c.leave(ctx)
-}
-
-// leave runs the epilogue of ctx's top activation.
-func (c *CPU) leave(ctx *context) error {
-	m, t := c.m, c.task
-	a := ctx.top()
-	f := a.f
-	if a.frameAt != 0 {
-		fpv, _ := ctx.stack.Load(a.frameAt)
-		lrv, _ := ctx.stack.Load(a.frameAt + 8)
-		if fpv != a.savedX29 || lrv != a.saved {
-			return fmt.Errorf("unwind: %s: frame record at %#x overwritten", f.spec.Name, a.frameAt)
-		}
-	}
-	if f.scs {
-		v, err := m.scs.Pop(c.id)
-		if err != nil {
-			return fmt.Errorf("unwind: returning from %s: %w", f.spec.Name, err)
-		}
-		if v != a.saved {
-			_ = m.scs.Push(c.id, v)
-			return fmt.Errorf("unwind: returning from %s: shadow call stack holds %#x, pushed %#x", f.spec.Name, v, a.saved)
-		}
-	}
-	if f.pac {
-		if _, err := m.cfg.Layout.Auth(a.saved, a.entrySP, m.cfg.Key, m.cfg.Algorithm, ptrauth.KeyA); err != nil {
-			return fmt.Errorf("unwind: autiasp in %s: %w", f.spec.Name, err)
-		}
-	}
-	if a.graph {
-		t.graph.pop()
-	}
-	if a.kprobe {
-		t.kprobe.pop()
-	}
-	ctx.sp = a.entrySP
-	ctx.x29 = a.savedX29
-	ctx.x30 = a.ret
-	ctx.acts = ctx.acts[:len(ctx.acts)-1]
-	if len(ctx.acts) > 0 {
-		ctx.top().pc = a.ret
-	} else if ctx.parent != nil {
-		ctx.parent.top().pc = a.ret
-	}
-	return nil
-}
-
-// EnterIRQ takes a hard IRQ on the CPU: kernel_entry pushes pt_regs with a
-// PT_REGS meta record on the task stack, el1h_64_irq_handler runs, and
-// call_on_irq_stack saves x18 as the policy says, links a frame record and
-// switches to this CPU's IRQ stack and IRQ shadow call stack, where
-// handle_arch_irq becomes the base of the IRQ context. IRQs do not nest and
-// are not taken inside SDEI handlers.
-func (c *CPU) EnterIRQ() error {
-	if err := c.ready(); err != nil {
-		return err
-	}
-	ctx := c.cur()
-	if ctx.kind != ContextTask {
-		return fmt.Errorf("unwind: cpu%d: IRQ inside %s context (IRQs do not nest)", c.id, ctx.kind)
-	}
-	need := uint64(ptRegsSize + 16 + 16 + 16 + 64)
-	if ctx.sp-ctx.stack.Base < need {
-		return fmt.Errorf("unwind: cpu%d: task stack overflow taking an IRQ", c.id)
-	}
-	c.begin()
-	defer c.end()
-	m := c.m
-	interrupted := ctx.top()
-	ipc := interrupted.pc
-	// kernel_entry 1: pt_regs on the current stack, x29 -> regs->stackframe.
-	regs := ctx.sp - ptRegsSize
-	c.writePtRegs(ctx.stack, regs, ctx, ipc)
-	vec := m.text.byName[FnIRQVector]
-	va := &activation{f: vec, pc: vec.sites[FnIRQHandler] + 4, ret: ipc, saved: ipc, entrySP: ctx.sp,
-		savedX29: ctx.x29, interrupted: true, ptRegs: regs}
-	ctx.sp = regs
-	ctx.x29 = regs + ptRegsStackFrame
-	ctx.acts = append(ctx.acts, va)
-	// bl el1h_64_irq_handler (C, on the task's SCS), bl call_on_irq_stack.
-	if err := c.enter(ctx, va, m.text.byName[FnIRQHandler], vec.sites[FnIRQHandler]+4); err != nil {
-		return c.abortEntry(ctx, 1, err)
-	}
-	ha := ctx.top()
-	h := ha.f
-	cois := m.text.byName[FnCallOnIRQStack]
-	var slot uint64
-	if m.cfg.SCS && m.cfg.Policy.SavedX18(ContextIRQ) == scs.OnInterruptedStack {
-		// stp scs_sp, xzr, [sp, #-16]!
-		ctx.sp -= 16
-		slot = ctx.sp
-	}
-	if err := c.enter(ctx, ha, cois, h.sites[FnCallOnIRQStack]+4); err != nil {
-		return c.abortEntry(ctx, 2, err)
-	}
-	ctx.slot = slot
-	if m.scs != nil {
-		if err := m.scs.EnterIRQ(c.id, slot, ipc); err != nil {
-			return c.abortEntry(ctx, 3, err)
-		}
-	}
-	irq := &context{kind: ContextIRQ, stack: c.irqStack, sp: c.irqStack.End(), x29: ctx.x29, parent: ctx}
-	c.ctxs = append(c.ctxs, irq)
-	if err := c.enter(irq, ctx.top(), m.text.byName[FnHandleIRQ], cois.blr+4); err != nil {
-		c.ctxs = c.ctxs[:len(c.ctxs)-1]
-		if m.scs != nil {
-			_ = m.scs.ExitIRQ(c.id)
-		}
-		return c.abortEntry(ctx, 3, err)
-	}
-	return nil
-}
-
-// abortEntry unwinds a partly built entry path (n activations pushed).
-func (c *CPU) abortEntry(ctx *context, n int, err error) error {
-	for i := 1; i < n; i++ {
-		_ = c.leave(ctx)
-	}
-	va := ctx.top()
-	ctx.acts = ctx.acts[:len(ctx.acts)-1]
-	ctx.sp = va.entrySP
-	ctx.x29 = va.savedX29
-	return err
-}
-
-func (c *CPU) writePtRegs(stack *mem.Region, regs uint64, ctx *context, pc uint64) {
-	for off := uint64(0); off < ptRegsSize; off += 8 {
-		stack.Store(regs+off, 0)
-	}
-	stack.Store(regs+ptRegsX29, ctx.x29)
-	stack.Store(regs+ptRegsX30, ctx.x30)
-	stack.Store(regs+ptRegsSP, ctx.sp)
-	stack.Store(regs+ptRegsPC, pc)
-	stack.Store(regs+ptRegsPState, pstateEL1h)
-	stack.Store(regs+ptRegsStackFrame+fp.MetaTypeOff, metaPtRegs)
-}
-
-// ExitIRQ returns from the IRQ: handle_arch_irq must be the only function
-// left in the IRQ context.
-func (c *CPU) ExitIRQ() error {
-	if err := c.ready(); err != nil {
-		return err
-	}
-	ctx := c.cur()
-	if ctx.kind != ContextIRQ {
-		return fmt.Errorf("unwind: cpu%d: ExitIRQ in %s context", c.id, ctx.kind)
-	}
-	if len(ctx.acts) != ctx.minDepth() {
-		return fmt.Errorf("unwind: cpu%d: ExitIRQ with %d functions still live above handle_arch_irq", c.id, len(ctx.acts)-1)
-	}
-	c.begin()
-	defer c.end()
-	m := c.m
-	if err := c.leave(ctx); err != nil {
-		return err
-	}
-	if m.scs != nil {
-		if err := m.scs.ExitIRQ(c.id); err != nil {
-			return err
-		}
-	}
-	c.ctxs = c.ctxs[:len(c.ctxs)-1]
-	tctx := c.cur()
-	if err := c.leave(tctx); err != nil { // call_on_irq_stack
-		return err
-	}
-	if tctx.slot != 0 {
-		tctx.sp += 16 // ldp scs_sp, xzr, [sp], #16
-		tctx.slot = 0
-	}
-	if err := c.leave(tctx); err != nil { // el1h_64_irq_handler
-		return err
-	}
-	return c.exitException(tctx)
-}
-
-// exitException pops the vector activation: kernel_exit restores the
-// interrupted registers from pt_regs.
-func (c *CPU) exitException(ctx *context) error {
-	va := ctx.top()
-	regs := va.ptRegs
-	x29, _ := ctx.stack.Load(regs + ptRegsX29)
-	x30, _ := ctx.stack.Load(regs + ptRegsX30)
-	pc, _ := ctx.stack.Load(regs + ptRegsPC)
-	if pc != va.ret || x29 != va.savedX29 {
-		return fmt.Errorf("unwind: cpu%d: pt_regs at %#x overwritten", c.id, regs)
-	}
-	ctx.acts = ctx.acts[:len(ctx.acts)-1]
-	ctx.sp = va.entrySP
-	ctx.x29 = x29
-	ctx.x30 = x30
-	return nil
-}
-
-// EnterSDEI delivers an SDEI event: __sdei_asm_handler saves the
-// interrupted registers in the per-CPU registered event, switches to the
-// normal or critical SDEI stack and shadow call stack, links a frame record
-// {interrupted fp, interrupted pc}, and calls __sdei_handler, the base of
-// the new context. A normal event may interrupt a task or an IRQ; a
-// critical one may also interrupt a normal event.
-func (c *CPU) EnterSDEI(critical bool) error {
-	if err := c.ready(); err != nil {
-		return err
-	}
-	ctx := c.cur()
-	kind := ContextSDEINormal
-	stack := c.sdeiNormal
-	if critical {
-		kind, stack = ContextSDEICritical, c.sdeiCritical
-	}
-	if ctx.kind >= kind {
-		return fmt.Errorf("unwind: cpu%d: %s event inside %s context", c.id, kind, ctx.kind)
-	}
-	c.begin()
-	defer c.end()
-	m := c.m
-	ipc := ctx.top().pc
-	ev := c.sdeiRegs[0]
-	if critical {
-		ev = c.sdeiRegs[1]
-	}
-	ev.Store(ev.Base+ptRegsX29, ctx.x29)
-	ev.Store(ev.Base+ptRegsX30, ctx.x30)
-	ev.Store(ev.Base+ptRegsPC, ipc)
-	// The interrupted x18 is saved with the other registers (stp x18, x19,
-	// [x1, #SDEI_EVENT_INTREGS + 16 * 9]) under every policy: the one
-	// rule, scs.Policy.SavedX18, puts nothing on the interrupted stack.
-	var slot uint64
-	if m.cfg.SCS && m.cfg.Policy.SavedX18(kind) == scs.OnInterruptedStack {
-		ctx.sp -= 16
-		slot = ctx.sp
-	}
-	if m.scs != nil {
-		if err := m.scs.EnterSDEI(c.id, critical, slot, ipc); err != nil {
-			if slot != 0 {
-				ctx.sp += 16
-			}
-			return err
-		}
-	}
-	ctx.slot = slot
-	asm := m.text.byName[FnSDEIAsmHandler]
-	nctx := &context{kind: kind, stack: stack, sp: stack.End() - 16, parent: ctx}
-	// stp x29, x4, [sp, #-16]!; mov x29, sp: {interrupted fp, interrupted pc}
-	stack.Store(nctx.sp, ctx.x29)
-	stack.Store(nctx.sp+8, ipc)
-	nctx.x29 = nctx.sp
-	nctx.acts = []*activation{{f: asm, pc: asm.sites[FnSDEIHandler] + 4, ret: ipc, saved: ipc,
-		entrySP: stack.End(), savedX29: ctx.x29, frameAt: nctx.sp, interrupted: true}}
-	c.ctxs = append(c.ctxs, nctx)
-	if err := c.enter(nctx, nctx.acts[0], m.text.byName[FnSDEIHandler], asm.sites[FnSDEIHandler]+4); err != nil {
-		c.ctxs = c.ctxs[:len(c.ctxs)-1]
-		if m.scs != nil {
-			_ = m.scs.ExitSDEI(c.id)
-		}
-		if slot != 0 {
-			ctx.sp += 16
-			ctx.slot = 0
-		}
-		return err
-	}
-	return nil
-}
-
-// ExitSDEI completes the innermost SDEI event: __sdei_handler must be the
-// only function left in its context.
-func (c *CPU) ExitSDEI() error {
-	if err := c.ready(); err != nil {
-		return err
-	}
-	ctx := c.cur()
-	if ctx.kind != ContextSDEINormal && ctx.kind != ContextSDEICritical {
-		return fmt.Errorf("unwind: cpu%d: ExitSDEI in %s context", c.id, ctx.kind)
-	}
-	if len(ctx.acts) != 2 {
-		return fmt.Errorf("unwind: cpu%d: ExitSDEI with %d functions still live in the SDEI context", c.id, len(ctx.acts)-2)
-	}
-	c.begin()
-	defer c.end()
-	if err := c.leave(ctx); err != nil {
-		return err
-	}
-	if c.m.scs != nil {
-		if err := c.m.scs.ExitSDEI(c.id); err != nil {
-			return err
-		}
-	}
-	c.ctxs = c.ctxs[:len(c.ctxs)-1]
-	p := c.cur()
-	if p.slot != 0 {
-		p.sp += 16
-		p.slot = 0
-	}
-	return nil
-}
+// Context returns the CPU's current context. The SCS model's per-CPU
+// nesting state is the one record of it; any goroutine may ask.
+func (c *CPU) Context() Context { return c.m.scs.Context(c.id) }
 
 // SCSStats returns the shadow call stack model's counters (entries, exits
 // and the memory operations they cost); ok is false without an SCS.
 func (m *Machine) SCSStats() (st scs.Stats, ok bool) {
-	if m.scs == nil {
+	if !m.cfg.SCS {
 		return st, false
 	}
 	return m.scs.Stats(), true

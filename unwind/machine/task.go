@@ -37,7 +37,7 @@ func (t *Task) Source(method unwind.Method) (*unwind.Source, error) {
 	var src *unwind.Source
 	switch method {
 	case unwind.MethodSCS:
-		if m.scs == nil {
+		if !m.cfg.SCS {
 			return nil, fmt.Errorf("unwind: shadow call stack copy: %w", unwind.ErrNotSupported)
 		}
 		v := m.scs.TaskView(t.scsState)

@@ -1,0 +1,43 @@
+//go:build (amd64 || arm64) && !race
+
+package live
+
+import "runtime"
+
+// Callers is runtime.Callers with skip 0 meaning the frame that called
+// Callers: it stores the same pcs that runtime.Callers(skip+1, pc) would
+// store if called at the same place. See the package doc. (Race builds
+// have their own Callers, in callers_race.go, whose callersCached is a copy
+// of this body: TestCallersCopyInSync.)
+//
+//go:noinline
+//go:norace
+func Callers(skip int, pc []uintptr) int {
+	if skip < 0 {
+		skip = 0
+	}
+	if len(pc) == 0 {
+		return 0
+	}
+	if skip > maxSkip || bypassLeft.Load() > 0 {
+		if skip <= maxSkip {
+			bypassLeft.Add(-1)
+		}
+		runtimeCalls.Add(1)
+		return runtime.Callers(clampSkip(skip)+2, pc)
+	}
+	start := getfp()
+	m, why, fp, miss := walkProbe(start, pc, stopPC.Load())
+	if miss == 0 && skip == 0 && why <= rawEnd {
+		return m
+	}
+	n, st := fastWalk(start, fp, skip, pc, m, why)
+	switch st {
+	case walkDone:
+		return n
+	case walkMiss:
+		return learn(skip, pc)
+	}
+	runtimeCalls.Add(1)
+	return runtime.Callers(skip+2, pc)
+}

@@ -1,0 +1,93 @@
+package live
+
+import (
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"testing"
+)
+
+// The walk loops must make no call (see "Stack moves" in walk.go): a call
+// can grow the stack and move it under the walk's plain-number bound. The
+// loops are written without calls; this test proves it on the compiled
+// code, whatever the flags (CI also runs it with -gcflags=all=-N -l, where
+// every helper is a real call): the loop functions call nothing but what
+// walkProbe calls on its way out, and the runtime's stack-growth and
+// bounds-failure entries.
+func TestWalkLoopsCallNothing(t *testing.T) {
+	if !Supported {
+		t.Skip("no frame pointers")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool to compile the package with -S")
+	}
+	// Compile this package as this test binary was compiled, printing
+	// its assembly.
+	gcflags := ""
+	race := false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "-gcflags":
+				gcflags = s.Value
+			case "-race":
+				race = s.Value == "true"
+			}
+		}
+	}
+	const pkg = "github.com/unwindkit/unwindkit/internal/live"
+	args := []string{"build", "-gcflags=" + gcflags, "-gcflags=" + pkg + "=" + strings.TrimPrefix(gcflags, "all=") + " -S"}
+	if race {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command(goTool, append(args, pkg)...)
+	cmd.Env = append(os.Environ(), "GOARCH="+runtime.GOARCH)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go %v: %v\n%s", args, err, out)
+	}
+	funcs := map[string]string{} // name -> its assembly
+	var cur string
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[1] == "STEXT" {
+			cur = strings.TrimPrefix(f[0], pkg+".")
+			continue
+		}
+		funcs[cur] += line + "\n"
+	}
+	allowed := map[string][]string{
+		"walkProbe":   {"live.rawEndWhy"}, // on its way out
+		"rawWalk":     nil,
+		"countWalk":   nil,
+		"skipRecords": nil,
+	}
+	if race {
+		// The race detector's atomics are calls, but into NOSPLIT
+		// assembly (runtime/race_$GOARCH.s): they cannot grow the stack.
+		allowed["walkProbe"] = append(allowed["walkProbe"], "sync/atomic.LoadUintptr")
+	}
+	for fn, ok := range allowed {
+		asm, found := funcs[fn]
+		if !found {
+			t.Fatalf("no assembly for %s in the compiler's output", fn)
+		}
+		calls := regexp.MustCompile(`\tCALL\t(\S+)`).FindAllStringSubmatch(asm, -1)
+	next:
+		for _, c := range calls {
+			target := c[1]
+			if strings.HasPrefix(target, "runtime.morestack") || strings.HasPrefix(target, "runtime.panic") {
+				continue
+			}
+			for _, a := range ok {
+				if strings.Contains(target, a) {
+					continue next
+				}
+			}
+			t.Errorf("%s calls %s", fn, target)
+		}
+	}
+}

@@ -1,0 +1,6 @@
+//go:build !race
+
+package live
+
+// raceEnabled: this is a race build; Callers is runtime.Callers.
+const raceEnabled = false
