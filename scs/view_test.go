@@ -1,16 +1,15 @@
 package scs
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
-	"encoding/binary"
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
 
@@ -507,8 +506,10 @@ func TestStrings(t *testing.T) {
 	}
 }
 
-// TestStripMatchesLayout: the copy loop's strip is ptrauth.Layout.Strip,
-// for every layout and for pointers with every pattern of the top bits.
+// TestStripMatchesLayout: the copy loops (model words and caller bytes)
+// strip exactly as ptrauth.Layout.Strip does, for every layout, for
+// pointers of either half and mixed halves, and for every length (the
+// four-at-a-time steps and the tail), and write nothing past the copy.
 func TestStripMatchesLayout(t *testing.T) {
 	layouts := []ptrauth.Layout{{}}
 	for _, va := range []int{16, 39, 48, 52} {
@@ -523,24 +524,9 @@ func TestStripMatchesLayout(t *testing.T) {
 	layouts = append(layouts, mixed)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, l := range layouts {
-		m0 := l.PACMask(false)
-		d := m0 ^ l.PACMask(true)
-		for i := range 20000 {
-			p := rng.Uint64()
-			if i < 512 { // every top-9-bit pattern over a fixed low part
-				p = uint64(i)<<55 | 0x0000123456789abc
-			}
-			if got, want := strip(p, m0, d), l.Strip(p); got != want {
-				t.Fatalf("layout %+v: strip(%#x) = %#x, Layout.Strip %#x", l, p, got, want)
-			}
-		}
-		if g0, g1 := masks(&l); g0 != m0 || g1 != d {
-			t.Fatalf("layout %+v: masks %#x %#x, want %#x %#x", l, g0, g1, m0, d)
-		}
-		// copyStrip's four-at-a-time paths (all bit 55 set, all clear,
-		// mixed) and its tail, against Layout.Strip, for every length.
 		for n := range 23 {
 			src := make([]uint64, n)
+			raw := make([]byte, 8*n)
 			for round := range 40 {
 				for i := range src {
 					src[i] = rng.Uint64()
@@ -550,20 +536,33 @@ func TestStripMatchesLayout(t *testing.T) {
 					case 1:
 						src[i] &^= 1 << 55
 					}
+					binary.LittleEndian.PutUint64(raw[8*i:], src[i])
 				}
-				dst := make([]uint64, n+3)
-				for i := range dst {
-					dst[i] = 0x5a5a
-				}
-				copyStrip(dst, src, m0, m0^d)
-				for j := range n {
-					if want := l.Strip(src[n-1-j]); dst[j] != want {
-						t.Fatalf("layout %+v: copyStrip of %x: dst[%d] = %#x, want %#x", l, src, j, dst[j], want)
+				for _, bytes := range []bool{false, true} {
+					dst := make([]uint64, n+3)
+					for i := range dst {
+						dst[i] = 0x5a5a
 					}
-				}
-				for j := n; j < len(dst); j++ {
-					if dst[j] != 0x5a5a {
-						t.Fatalf("copyStrip wrote past %d entries", n)
+					// Save over one segment of the model's words or
+					// of caller bytes holding src.
+					const base = 0x10000
+					v := View{Layout: l, N: 1}
+					v.Segs[0] = Segment{words: src, Base: base, Top: base + 8*uint64(n)}
+					if bytes {
+						v.Segs[0] = Segment{Data: raw, Base: base, Top: base + 8*uint64(n)}
+					}
+					if got, err := Save(&v, dst, 0); got != n || err != nil {
+						t.Fatalf("layout %+v (bytes %v): Save of %d: %d, %v", l, bytes, n, got, err)
+					}
+					for j := range n {
+						if want := l.Strip(src[n-1-j]); dst[j] != want {
+							t.Fatalf("layout %+v (bytes %v): copy of %x: dst[%d] = %#x, want %#x", l, bytes, src, j, dst[j], want)
+						}
+					}
+					for j := n; j < len(dst); j++ {
+						if dst[j] != 0x5a5a {
+							t.Fatalf("copy (bytes %v) wrote past %d entries", bytes, n)
+						}
 					}
 				}
 			}
@@ -597,13 +596,9 @@ func TestSavedX18(t *testing.T) {
 	}
 }
 
-// TestLayoutSizeWords guards sameBytes: a Layout is a whole number of
-// words, and a View whose Layout the caller changed strips with the new
-// one.
-func TestLayoutSizeWords(t *testing.T) {
-	if unsafe.Sizeof(ptrauth.Layout{})%8 != 0 {
-		t.Fatalf("ptrauth.Layout is %d bytes", unsafe.Sizeof(ptrauth.Layout{}))
-	}
+// TestSaveFollowsLayout: Save strips with the View's Layout as it is at
+// the call, also when the caller replaced it after taking the View.
+func TestSaveFollowsLayout(t *testing.T) {
 	r := newRig(t, Config{Layout: ptrauth.NewLayout(48, false)})
 	signed := retAddr(CtxTask, 1) ^ 0x7f<<48
 	mustPush(t, r.m, 0, signed)
@@ -613,7 +608,7 @@ func TestLayoutSizeWords(t *testing.T) {
 		t.Fatalf("48-bit: %d %v %#x", n, err, buf[0])
 	}
 	v.Layout = ptrauth.NewLayout(52, false)
-	if n, err := Save(&v, buf, 0); n != 1 || err != nil || buf[0] != v.Layout.Strip(signed) {
+	if n, err := Save(&v, buf, 0); n != 1 || err != nil || buf[0] != v.Layout.Strip(signed) || buf[0] == retAddr(CtxTask, 1) {
 		t.Fatalf("52-bit: %d %v %#x, want %#x", n, err, buf[0], v.Layout.Strip(signed))
 	}
 }
