@@ -98,9 +98,12 @@ func BenchmarkFrames(b *testing.B) {
 		b.Run(fmt.Sprintf("nested/depth=%d", depth), func(b *testing.B) {
 			m := benchModel(b, depth, true)
 			v, _ := m.View(0)
-			store := make([]Frame, 256)
 			for b.Loop() {
-				Frames(&v, store, 0)
+				for _, err := range Frames(&v) {
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
 			}
 			reportPerFrame(b, depth)
 		})

@@ -3,6 +3,7 @@ package scs
 import (
 	"encoding/binary"
 	"fmt"
+	"iter"
 	"sync/atomic"
 	"unsafe"
 
@@ -520,70 +521,64 @@ func (f Frame) String() string {
 	return fmt.Sprintf("%#x (%s, %s)", f.PC, f.Context, f.Source)
 }
 
-// Frames is Save with provenance: it fills store with the same frames Save
-// would return for the same View and skip (PC equal to Save's entries), and
-// the same error (ErrChanged included).
-func Frames(v *View, store []Frame, skip int) (int, error) {
-	if v.Disabled {
-		return 0, ErrNotSupported
-	}
-	if len(store) == 0 {
-		return 0, nil
-	}
-	n, last, err := v.frames(store, skip)
-	if v.changed(last + 1) {
-		return 0, ErrChanged
-	}
-	return n, err
+// Frames returns an iterator over the frames of v with their provenance,
+// innermost first: the same entries as Save (PC equal to Save's entries
+// for skip 0), each with a nil error. A copy that fails ends with one last
+// pair (Frame{}, err): ErrNotSupported for a disabled View,
+// ErrInterruptedTopHidden at a hidden top, a *[CorruptError] on corrupt
+// state, as Save returns them. It has the shape of package fp's Frames;
+// [Save] is the buffer-filling copy.
+//
+// Over a running Model's View, each slot is re-checked against its
+// stack's generation right after it is read, and the iterator ends with
+// ErrChanged as soon as the stack was rewritten since the View was taken:
+// every frame it yielded is the stack at the View's instant, but the
+// trace is cut short (Save, which fills a buffer, returns no frames
+// then). Take a new View and iterate again.
+func Frames(v *View) iter.Seq2[Frame, error] {
+	return func(yield func(Frame, error) bool) { v.frames(yield) }
 }
 
-// frames is Frames' body; last is the index of the last segment read.
-func (v *View) frames(store []Frame, skip int) (n, last int, err error) {
+// frames is Frames' body.
+func (v *View) frames(yield func(Frame, error) bool) {
+	if v.Disabled {
+		yield(Frame{}, ErrNotSupported)
+		return
+	}
 	if v.N < 1 || v.N > len(v.Segs) {
-		return 0, -1, errs.Corruptf(errs.RuleBadSCSView, uint64(v.N), "%d segments", v.N)
+		yield(Frame{}, errs.Corruptf(errs.RuleBadSCSView, uint64(v.N), "%d segments", v.N))
+		return
 	}
-	if skip < 0 {
-		skip = 0
-	}
-	emit := func(f Frame) bool {
-		if skip > 0 {
-			skip--
-			return true
-		}
-		if n == len(store) {
-			return false
-		}
-		store[n] = f
-		n++
-		return n < len(store)
-	}
-	for i := 0; i < v.N; i++ {
+	m := v.Layout.InsnMasks()
+	for i := range v.N {
 		s := &v.Segs[i]
-		if s.Hidden {
-			return n, i, s.hiddenErr()
+		var cnt [1]int
+		if _, bad := checkSegs(v.Segs[i:i+1], cnt[:]); bad != segOK {
+			_, err := v.fail(0, i)
+			yield(Frame{}, err)
+			return
 		}
-		hi, bad := s.check()
-		if bad != segOK {
-			return n, i, s.err()
+		if s.gen != nil && s.gen.Load() != s.genWant {
+			yield(Frame{}, ErrChanged)
+			return
 		}
-		for w := hi - 1; w >= 0; w-- {
-			if skip > 0 { // skipped slots are not read, as in Save
-				skip--
-				continue
-			}
+		for w := cnt[0] - 1; w >= 0; w-- {
 			raw := s.word(w)
-			if !emit(Frame{PC: v.Layout.Strip(raw), Raw: raw, Context: s.Context, Source: FromSCS, Addr: s.Base + uint64(w)*8}) {
-				return n, i, nil
+			if s.gen != nil && s.gen.Load() != s.genWant { // raw may be of a later lifetime
+				yield(Frame{}, ErrChanged)
+				return
+			}
+			if !yield(Frame{PC: m.Strip(raw), Raw: raw, Context: s.Context, Source: FromSCS, Addr: s.Base + uint64(w)*8}, nil) {
+				return
 			}
 		}
 		if v.StopAtBoundary || i+1 == v.N {
-			return n, i, nil
+			return
 		}
 		if s.HasInterruptedPC {
-			if !emit(Frame{PC: s.InterruptedPC, Raw: s.InterruptedPC, Context: v.Segs[i+1].Context, Source: FromInterruptedPC}) {
-				return n, i, nil
+			if !yield(Frame{PC: s.InterruptedPC, Raw: s.InterruptedPC, Context: v.Segs[i+1].Context, Source: FromInterruptedPC}, nil) {
+				return
 			}
 		}
 	}
-	return n, v.N - 1, nil
 }

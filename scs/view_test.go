@@ -119,6 +119,33 @@ func TestSaveNestings(t *testing.T) {
 	}
 }
 
+// framesInto fills store from the Frames iterator as Save fills its
+// store: after skip frames, until store is full; an ErrChanged gives no
+// frames, as from Save.
+func framesInto(v *View, store []Frame, skip int) (n int, err error) {
+	if len(store) == 0 {
+		return 0, nil
+	}
+	for f, err := range Frames(v) {
+		if err == ErrChanged {
+			return 0, err
+		}
+		if err != nil {
+			return n, err
+		}
+		if skip > 0 {
+			skip--
+			continue
+		}
+		store[n] = f
+		n++
+		if n == len(store) {
+			break
+		}
+	}
+	return n, nil
+}
+
 // checkFrames checks Frames against Save for the same view, skip and size,
 // and, for views whose segments are in nesting order (all views a Model
 // builds), that frame contexts only move outward.
@@ -127,7 +154,7 @@ func checkFrames(t *testing.T, v *View, skip, size int) {
 	buf := make([]uint64, size)
 	n, err := Save(v, buf, skip)
 	fr := make([]Frame, size)
-	fn, ferr := Frames(v, fr, skip)
+	fn, ferr := framesInto(v, fr, skip)
 	if fn != n || (err == nil) != (ferr == nil) || (err != nil && err.Error() != ferr.Error()) {
 		t.Fatalf("Frames %d %v, Save %d %v", fn, ferr, n, err)
 	}
@@ -295,7 +322,7 @@ func TestPACStripped(t *testing.T) {
 					}
 					v, _ := r.m.View(0)
 					fr := make([]Frame, 8)
-					n, _ := Frames(&v, fr, 0)
+					n, _ := framesInto(&v, fr, 0)
 					for i := range n {
 						if fr[i].PC != got[i] || l.Strip(fr[i].Raw) != fr[i].PC {
 							t.Fatalf("frame %d raw %#x pc %#x", i, fr[i].Raw, fr[i].PC)
@@ -460,7 +487,7 @@ func TestDisabledView(t *testing.T) {
 	if !errors.Is(err, ErrNotSupported) || !errors.Is(err, unix.ENOSYS) {
 		t.Fatalf("got %v, want ErrNotSupported matching ENOSYS", err)
 	}
-	if _, err := Frames(&v, make([]Frame, 4), 0); !errors.Is(err, unix.ENOSYS) {
+	if _, err := framesInto(&v, make([]Frame, 4), 0); !errors.Is(err, unix.ENOSYS) {
 		t.Fatal(err)
 	}
 }
@@ -610,5 +637,49 @@ func TestSaveFollowsLayout(t *testing.T) {
 	v.Layout = ptrauth.NewLayout(52, false)
 	if n, err := Save(&v, buf, 0); n != 1 || err != nil || buf[0] != v.Layout.Strip(signed) || buf[0] == retAddr(CtxTask, 1) {
 		t.Fatalf("52-bit: %d %v %#x, want %#x", n, err, buf[0], v.Layout.Strip(signed))
+	}
+}
+
+// TestFramesIterator: Frames stops when the consumer breaks off, and over
+// a running model it re-checks each slot: a push that rewrites a slot the
+// View covers while the consumer holds the iterator ends it with
+// ErrChanged, after frames that are all of the View's instant (the
+// rewritten value is never yielded).
+func TestFramesIterator(t *testing.T) {
+	r := newRig(t, Config{Layout: ptrauth.NewLayout(48, false)})
+	for i := range 4 {
+		mustPush(t, r.m, 0, retAddr(CtxTask, i))
+	}
+	v, _ := r.m.View(0)
+	n := 0
+	for f, err := range Frames(&v) {
+		if err != nil || f.PC != retAddr(CtxTask, 3) || f.Addr != v.Segs[0].Top-8 {
+			t.Fatalf("first frame %v, %v", f, err)
+		}
+		n++
+		break
+	}
+	if n != 1 {
+		t.Fatalf("%d frames after break", n)
+	}
+	var got []uint64
+	var last error
+	for f, err := range Frames(&v) {
+		if err != nil {
+			last = err
+			break
+		}
+		got = append(got, f.PC)
+		if len(got) == 1 { // pop three, push one: slot 1 gets a new value
+			for range 3 {
+				if _, err := r.m.Pop(0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mustPush(t, r.m, 0, retAddr(CtxTask, 99))
+		}
+	}
+	if last != ErrChanged || !slices.Equal(got, []uint64{retAddr(CtxTask, 3)}) {
+		t.Fatalf("got %x, %v; want the first frame, then ErrChanged", got, last)
 	}
 }
