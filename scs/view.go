@@ -320,10 +320,12 @@ func (s *Segment) hiddenErr() error {
 }
 
 // save is Save's body. It makes one pass over the rules of every segment
-// the copy may reach (checkSegs, before any slot is read), one call that
-// copies them (copySegs), and one re-check of a running model's
-// generations. Everything that is not the copy of valid segments is out
-// of line (fail).
+// the copy may reach (checkSegs, before any slot is read), then copies
+// them, with the PAC masks in registers: a segment of fewer than four
+// slots here, a longer one through copyStrip (or copyStripBytes for
+// caller memory), and ends with one re-check of a running model's
+// generations for all the segments it read. Everything that is not the
+// copy of valid segments is out of line (fail).
 func (v *View) save(store []uint64, skip int) (int, error) {
 	if len(store) == 0 {
 		return 0, nil
@@ -337,27 +339,10 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 	}
 	var cnt [NumContexts]int
 	good, _ := checkSegs(v.Segs[:nseg], cnt[:])
-	n, last := v.copySegs(store, max(skip, 0), &cnt, good)
-	if last == good && good < nseg { // reached a segment that breaks a rule
-		return v.fail(n, last)
-	}
-	if v.changed(min(last+1, nseg)) {
-		return 0, ErrChanged
-	}
-	return n, nil
-}
-
-// copySegs copies segments [0, good) of v (cnt[i] entries each, checked)
-// into store after skipping skip entries, with the interrupted PCs between
-// them, until store is full. It returns the number stored and the index of
-// the last segment read (good if it went past them all without filling
-// store). The model's words are copied here, with the strip's masks in
-// registers; caller memory goes through copyStripBytes.
-//
-//go:noinline
-func (v *View) copySegs(store []uint64, skip int, cnt *[NumContexts]int, good int) (n, last int) {
+	skip = max(skip, 0)
 	m := v.Layout.InsnMasks()
-	for i := 0; i < good; i++ {
+	n, i := 0, 0
+	for ; i < good; i++ {
 		s := &v.Segs[i]
 		if hi := cnt[i]; skip >= hi { // the entries are slots [0, hi) from Base
 			skip -= hi
@@ -365,29 +350,42 @@ func (v *View) copySegs(store []uint64, skip int, cnt *[NumContexts]int, good in
 			hi -= skip
 			skip = 0
 			lo := max(hi-(len(store)-n), 0)
-			if s.words != nil {
+			if s.words != nil && hi-lo < 4 {
+				// A short segment (fewer slots than one step of
+				// copyStrip) is copied here, without the call.
+				src, dst := s.words[lo:hi], store[n:n+hi-lo]
+				for j := range dst {
+					dst[j] = m.Strip(atomic.LoadUint64(&src[len(src)-1-j]))
+				}
+			} else if s.words != nil {
 				copyStrip(store[n:], s.words[lo:hi], m)
 			} else {
 				copyStripBytes(store[n:], s.Data[lo*8:hi*8], m)
 			}
 			n += hi - lo
 			if n == len(store) {
-				return n, i
+				break
 			}
 		}
-		if i+1 < len(v.Segs) && i+1 < v.N && !v.StopAtBoundary && s.HasInterruptedPC {
+		if i+1 < nseg && s.HasInterruptedPC {
 			if skip > 0 {
 				skip--
 			} else {
 				store[n] = s.InterruptedPC
 				n++
 				if n == len(store) {
-					return n, i
+					break
 				}
 			}
 		}
 	}
-	return n, good
+	if i == good && good < nseg { // reached a segment that breaks a rule
+		return v.fail(n, i)
+	}
+	if v.changed(min(i+1, nseg)) {
+		return 0, ErrChanged
+	}
+	return n, nil
 }
 
 // fail returns what a copy that stopped at segment i (-1: the View
@@ -416,7 +414,7 @@ func (v *View) fail(n, i int) (int, error) {
 // are in one half (bit 55 all set: kernel addresses, or all clear: user
 // addresses) the strip of each is setting, or clearing, that half's
 // field ([ptrauth.Masks.Field]), one operation; otherwise it is [ptrauth.Masks.Strip], inlined.
-// It is out of line so that copySegs' registers do not spill in its loop.
+// It is out of line so that save's registers do not spill in its loop.
 //
 //go:noinline
 func copyStrip(dst, src []uint64, m ptrauth.Masks) {
@@ -449,7 +447,7 @@ func copyStrip(dst, src []uint64, m ptrauth.Masks) {
 	}
 }
 
-// copyStripBytes is copySegs' copy loop over caller memory: dst[j] is
+// copyStripBytes is copyStrip over caller memory: dst[j] is
 // the stripped slot len(src)/8-1-j; src holds the slots
 // little-endian, len(src) a multiple of 8; nothing writes it, so plain
 // loads do.
