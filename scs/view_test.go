@@ -121,9 +121,13 @@ func TestSaveNestings(t *testing.T) {
 
 // framesInto fills store from the Frames iterator as Save fills its
 // store: after skip frames, until store is full; an ErrChanged gives no
-// frames, as from Save.
+// frames, as from Save, and so does an empty store (nothing for a
+// disabled View).
 func framesInto(v *View, store []Frame, skip int) (n int, err error) {
 	if len(store) == 0 {
+		if v.Disabled {
+			return 0, ErrNotSupported
+		}
 		return 0, nil
 	}
 	for f, err := range Frames(v) {
