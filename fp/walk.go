@@ -128,12 +128,13 @@ func (u *Unwinder) save(c *Config, store []uint64, skip int) (n int, end End, er
 		u.finish(st)
 		return 0, u.end, u.err
 	}
-	// The PAC masks of both halves, so the loop strips with two
-	// instructions instead of copying the Layout for each Strip call. This
-	// is exactly Layout.Strip (XPACI): the field takes copies of bit 55.
-	// FuzzWalk checks Save (this path) against Walk (Layout.Strip).
-	masks := [2]uint64{u.layout.PACMask(false), u.layout.PACMask(true)}
+	// The layout's instruction masks, hoisted out of the loop so that
+	// the strip (ptrauth's one spelling of XPACI, Masks.Strip, inlined)
+	// keeps them in registers. FuzzWalk checks Save (this path) against
+	// Walk (Layout.Strip).
+	ms := u.layout.InsnMasks()
 	gt, kt := c.GraphTrampoline, c.KretprobeTrampoline
+	tramp := gt != 0 || kt != 0 // without them the loop compares nothing
 	// The loop keeps the walk state in locals and writes it back to u
 	// only around the general step.
 	fp, pc := u.fp, u.pc
@@ -166,10 +167,8 @@ func (u *Unwinder) save(c *Config, store []uint64, skip int) (n int, end End, er
 			i := (fp - base) / 8
 			w := words[i : i+2 : i+2]
 			newFP, raw := atomic.LoadUint64(&w[0]), atomic.LoadUint64(&w[1])
-			b := raw >> 55 & 1
-			m := masks[b]
-			spc := raw&^m | m&-b
-			if (newFP != 0 || raw != 0) && (spc != gt || gt == 0) && (spc != kt || kt == 0) {
+			spc := ms.Strip(raw)
+			if (newFP != 0 || raw != 0) && (!tramp || (spc != gt || gt == 0) && (spc != kt || kt == 0)) {
 				low = fp + FrameRecordSize
 				fp, pc = newFP, spc
 				continue

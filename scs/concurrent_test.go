@@ -358,7 +358,7 @@ func TestViewGenerations(t *testing.T) {
 			t.Fatalf("%s: Save = %x, want %x", step, buf[:n], want)
 		}
 		fs := make([]Frame, 8)
-		if n, err := Frames(&v, fs, 0); err != wantErr || (err == nil && n != len(want)) {
+		if n, err := framesInto(&v, fs, 0); err != wantErr || (err == nil && n != len(want)) {
 			t.Fatalf("%s: Frames: %d, %v; want %v", step, n, err, wantErr)
 		}
 	}

@@ -86,9 +86,9 @@
 // context, innermost first. Model.View builds one atomically from a running
 // CPU (see "Reading a running model" below); a
 // View for a memory snapshot of a real program is a plain struct
-// (NewSnapshotView). Frames is the rich variant: each frame says which
-// context it came from, where its slot was and whether it is an
-// interrupted PC.
+// (NewSnapshotView). Save fills a buffer; Frames is the rich variant, an
+// iterator like package fp's: each frame says which context it came from,
+// where its slot was and whether it is an interrupted PC.
 //
 // # Memory
 //
@@ -102,7 +102,7 @@
 // the backing words of its own address-space model, so that a dump of it
 // shows the stacks), and a View of the model carries them in unexported
 // fields, with the generations below. NewAllocator provides fresh Go
-// memory for a model nobody else needs to see. Segment.check is the one
+// memory for a model nobody else needs to see. checkSegs is the one
 // statement of the rules a segment's memory, base, size, end magic and top
 // must satisfy; Save and Frames both call it.
 //
@@ -118,10 +118,11 @@
 // had since the generation last changed (that is, into a slot a reader may
 // have seen live, after a pop or a context re-entry) first bumps the
 // generation; pushes above it and pops leave it alone. The View records
-// each stack's generation, read before its top, and Save and Frames load
-// the generations again after the copy: if one changed they return 0 and
-// ErrChanged, otherwise every slot they read still held its value of the
-// View's instant. A trace from Model.Save (which retries on ErrChanged)
+// each stack's generation, read before its top, and Save loads the
+// generations again after the copy (Frames after each slot): if one
+// changed Save returns 0 and ErrChanged (Frames ends with ErrChanged),
+// otherwise every slot they read still held its value of the View's
+// instant. A trace from Model.Save (which retries on ErrChanged)
 // or from Save over a Model's View is thus the CPU's shadow stacks at one
 // instant, never a mix of two lifetimes. A View the caller builds over its
 // own memory has no writer, carries no generation, and is not re-checked.

@@ -45,9 +45,11 @@ func ExampleFrames() {
 	m.Push(0, 0xffff800080003000)
 
 	v, _ := m.View(0)
-	frames := make([]scs.Frame, 8)
-	n, _ := scs.Frames(&v, frames, 0)
-	for _, f := range frames[:n] {
+	for f, err := range scs.Frames(&v) {
+		if err != nil {
+			fmt.Println(err)
+			break
+		}
 		fmt.Printf("%#x %-13s %s\n", f.PC, f.Context, f.Source)
 	}
 	// Output:

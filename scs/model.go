@@ -82,8 +82,6 @@ type Model struct {
 	lives *percpu.Var[[NumContexts]life]
 
 	stats *percpu.Var[stats]
-
-	m0, d uint64 // cfg.Layout's PAC masks, for Views (see masks)
 }
 
 // New returns a model configured by cfg. alloc places the per-CPU IRQ and
@@ -100,7 +98,6 @@ func New(cfg Config, alloc AllocFunc) (*Model, error) {
 	}
 	n := cfg.NumCPU
 	m := &Model{cfg: cfg, alloc: alloc}
-	m.m0, m.d = masks(&cfg.Layout)
 	u := func() *percpu.Uint64 {
 		v, e := percpu.NewUint64(n)
 		if e != nil && err == nil {

@@ -74,7 +74,7 @@ func (m *Model) View(cpu int) (View, error) {
 func (m *Model) ViewInto(cpu int, v *View) error {
 	// Field by field rather than *v = View{...}, which builds the whole
 	// View on the stack and copies it.
-	v.Layout, v.lay, v.m0, v.d = m.cfg.Layout, &m.cfg.Layout, m.m0, m.d
+	v.Layout = m.cfg.Layout
 	v.Disabled, v.StopAtBoundary, v.N = false, false, 0
 	if err := m.check(cpu); err != nil {
 		clear(v.Segs[:])
@@ -142,7 +142,7 @@ func (m *Model) ViewInto(cpu int, v *View) error {
 // task current on a CPU use View. When the SCS is disabled the View has
 // Disabled set.
 func (m *Model) TaskView(t *Task) View {
-	v := View{Layout: m.cfg.Layout, lay: &m.cfg.Layout, m0: m.m0, d: m.d, N: 1}
+	v := View{Layout: m.cfg.Layout, N: 1}
 	if m.cfg.Disabled || t == nil {
 		v.Disabled = m.cfg.Disabled
 		v.N = 0

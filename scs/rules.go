@@ -2,7 +2,7 @@ package scs
 
 import "github.com/unwindkit/unwindkit/internal/errs"
 
-// The rules of the shadow call stack, the values of CorruptError.Rule for
+// The rules of the shadow call stack, the values of [CorruptError.Rule] for
 // this package's corruption errors (plain strings, defined once for all
 // unwindkit packages, so they compare equal whichever package's constant
 // a caller uses).

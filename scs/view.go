@@ -3,6 +3,7 @@ package scs
 import (
 	"encoding/binary"
 	"fmt"
+	"iter"
 	"sync/atomic"
 	"unsafe"
 
@@ -121,19 +122,6 @@ type View struct {
 	// innermost first.
 	N    int
 	Segs [NumContexts]Segment
-
-	// lay points at the Layout that m0 and d were computed for (see
-	// masks), never changed after: Save uses them while Layout still
-	// equals *lay, which spares it a copy of the Layout per call. Without
-	// it Save computes the masks.
-	lay   *ptrauth.Layout
-	m0, d uint64
-}
-
-// setLayout sets v.Layout and the masks Save derives from it.
-func (v *View) setLayout(l ptrauth.Layout) {
-	v.Layout, v.lay = l, &l
-	v.m0, v.d = masks(&l)
 }
 
 // Segments returns the segments in use, innermost first.
@@ -152,8 +140,7 @@ func (v *View) Segments() []Segment {
 // context; set Segs[0].Size and Segs[0].Magic for a kernel shadow stack.
 // The View reads data and never writes it.
 func NewSnapshotView(data []byte, base, x18 uint64, l ptrauth.Layout) View {
-	v := View{N: 1}
-	v.setLayout(l)
+	v := View{Layout: l, N: 1}
 	v.Segs[0] = Segment{Context: CtxTask, Data: data, Base: base, Top: x18, TopFrom: InSnapshot}
 	return v
 }
@@ -187,7 +174,7 @@ func Save(v *View, store []uint64, skip int) (int, error) {
 // segRule names the first rule check finds a segment breaking.
 type segRule uint8
 
-// The segment rules, in the order check tests them.
+// The segment rules, in the order checkSegs tests them.
 const (
 	segOK             segRule = iota
 	segNoMemory               // neither Data nor the model's words
@@ -198,51 +185,75 @@ const (
 	segMisalignedTop          // Top not 8-byte aligned
 	segTopBelow               // Top below Base
 	segTopOutside             // Top past the stack's last slot
+	segHidden                 // Hidden set (not corruption)
 )
 
-// check is the one home of the rules a segment must satisfy before a copy
-// reads it (Save and Frames call it; err words what it found). It returns
-// the number of entries, words [0, cnt) from Base, or the first rule
-// broken. The only memory it reads is the end magic, once.
+// checkSegs is the one home of the rules a segment must satisfy before a
+// copy reads it (Save, Frames and check call it; err words what it
+// found). It checks segs in order, in one pass, and stops at the first
+// segment that breaks a rule: good is its index (len(segs) if none does)
+// and bad the rule. cnt[i] is the number of entries of each good segment
+// i, words [0, cnt[i]) from Base. The only memory it reads is each end
+// magic, once. A hidden top is not a rule of the segment but stops the
+// copy there all the same, so it counts as bad (segHidden) here.
+func checkSegs(segs []Segment, cnt []int) (good int, bad segRule) {
+	cnt = cnt[:len(segs)]
+	for i := range segs {
+		s := &segs[i]
+		if s.Hidden {
+			return i, segHidden
+		}
+		var size uint64 // bytes of memory from Base
+		switch {
+		case s.words != nil:
+			size = uint64(len(s.words)) * 8
+		case s.Data != nil:
+			size = uint64(len(s.Data)) &^ 7
+		default:
+			return i, segNoMemory
+		}
+		if s.Base%8 != 0 {
+			return i, segMisalignedBase
+		}
+		lim := size // bytes from Base to the end of the stack's slots
+		if s.Size != 0 {
+			if s.Size%8 != 0 || s.Size > size {
+				return i, segOutside
+			}
+			lim = s.Size
+		}
+		if s.Magic {
+			if lim < 8 {
+				return i, segTooSmall
+			}
+			lim -= 8
+			if s.word(int(lim/8)) != EndMagic {
+				return i, segMagic
+			}
+		}
+		if s.Top%8 != 0 {
+			return i, segMisalignedTop
+		}
+		if s.Top < s.Base {
+			return i, segTopBelow
+		}
+		if s.Top-s.Base > lim {
+			return i, segTopOutside
+		}
+		cnt[i] = int((s.Top - s.Base) / 8)
+	}
+	return len(segs), segOK
+}
+
+// check is checkSegs for one segment, hidden or not (it reads a copy of
+// s with Hidden clear): its number of entries, or the first rule it
+// breaks.
 func (s *Segment) check() (cnt int, bad segRule) {
-	var size uint64 // bytes of memory from Base
-	switch {
-	case s.words != nil:
-		size = uint64(len(s.words)) * 8
-	case s.Data != nil:
-		size = uint64(len(s.Data)) &^ 7
-	default:
-		return 0, segNoMemory
-	}
-	if s.Base%8 != 0 {
-		return 0, segMisalignedBase
-	}
-	lim := size // bytes from Base to the end of the stack's slots
-	if s.Size != 0 {
-		if s.Size%8 != 0 || s.Size > size {
-			return 0, segOutside
-		}
-		lim = s.Size
-	}
-	if s.Magic {
-		if lim < 8 {
-			return 0, segTooSmall
-		}
-		lim -= 8
-		if s.word(int(lim/8)) != EndMagic {
-			return 0, segMagic
-		}
-	}
-	if s.Top%8 != 0 {
-		return 0, segMisalignedTop
-	}
-	if s.Top < s.Base {
-		return 0, segTopBelow
-	}
-	if s.Top-s.Base > lim {
-		return 0, segTopOutside
-	}
-	return int((s.Top - s.Base) / 8), segOK
+	var c [1]int
+	t := *s
+	t.Hidden = false
+	_, bad = checkSegs(unsafe.Slice(&t, 1), c[:])
+	return c[0], bad
 }
 
 // word returns slot i of the segment's memory (i checked by the caller):
@@ -308,52 +319,55 @@ func (s *Segment) hiddenErr() error {
 	return fmt.Errorf("%w: %s context's x18 is in %s", ErrInterruptedTopHidden, s.Context, s.TopFrom)
 }
 
-// save is Save's body: the copy loop, then the re-check of a running
-// model's generations. Everything that is not the copy of a valid segment
-// is out of line (fail), so the loop keeps its values in registers.
+// save is Save's body. It makes one pass over the rules of every segment
+// the copy may reach (checkSegs, before any slot is read), then copies
+// them, with the PAC masks in registers: a segment of fewer than four
+// slots here, a longer one through copyStrip (or copyStripBytes for
+// caller memory), and ends with one re-check of a running model's
+// generations for all the segments it read. Everything that is not the
+// copy of valid segments is out of line (fail).
 func (v *View) save(store []uint64, skip int) (int, error) {
 	if len(store) == 0 {
 		return 0, nil
 	}
 	nseg := v.N
-	if nseg < 1 || nseg > len(v.Segs) {
+	if uint(nseg-1) >= uint(len(v.Segs)) {
 		return v.fail(0, -1)
 	}
-	skip = max(skip, 0)
-	m0, d := v.m0, v.d
-	if v.lay == nil || !sameBytes(&v.Layout, v.lay) { // set or changed by the caller
-		m0, d = masks(&v.Layout)
+	if v.StopAtBoundary {
+		nseg = 1
 	}
+	var cnt [NumContexts]int
+	good, _ := checkSegs(v.Segs[:nseg], cnt[:])
+	skip = max(skip, 0)
+	m := v.Layout.InsnMasks()
 	n, i := 0, 0
-	for ; ; i++ {
+	for ; i < good; i++ {
 		s := &v.Segs[i]
-		hi, bad := s.check() // the entries are slots [0, hi) from Base
-		if bad != segOK || s.Hidden {
-			return v.fail(n, i)
-		}
-		if skip >= hi {
+		if hi := cnt[i]; skip >= hi { // the entries are slots [0, hi) from Base
 			skip -= hi
 		} else {
 			hi -= skip
 			skip = 0
-			lo := 0
-			if room := len(store) - n; hi > room {
-				lo = hi - room
-			}
-			if s.words != nil {
-				copyStrip(store[n:], s.words[lo:hi], m0, m0^d)
+			lo := max(hi-(len(store)-n), 0)
+			if s.words != nil && hi-lo < 4 {
+				// A short segment (fewer slots than one step of
+				// copyStrip) is copied here, without the call.
+				src, dst := s.words[lo:hi], store[n:n+hi-lo]
+				for j := range dst {
+					dst[j] = m.Strip(atomic.LoadUint64(&src[len(src)-1-j]))
+				}
+			} else if s.words != nil {
+				copyStrip(store[n:], s.words[lo:hi], m)
 			} else {
-				copyStripBytes(store[n:], s.Data[lo*8:hi*8], m0, m0^d)
+				copyStripBytes(store[n:], s.Data[lo*8:hi*8], m)
 			}
 			n += hi - lo
 			if n == len(store) {
 				break
 			}
 		}
-		if v.StopAtBoundary || i+1 >= nseg {
-			break
-		}
-		if s.HasInterruptedPC {
+		if i+1 < nseg && s.HasInterruptedPC {
 			if skip > 0 {
 				skip--
 			} else {
@@ -365,7 +379,10 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 			}
 		}
 	}
-	if v.changed(i + 1) {
+	if i == good && good < nseg { // reached a segment that breaks a rule
+		return v.fail(n, i)
+	}
+	if v.changed(min(i+1, nseg)) {
 		return 0, ErrChanged
 	}
 	return n, nil
@@ -374,7 +391,7 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 // fail returns what a copy that stopped at segment i (-1: the View
 // itself) after n entries returns: ErrChanged if the model rewrote the
 // stacks read so far, else the entries and the error: a hidden top, or
-// what slots finds wrong with the segment.
+// what check finds wrong with the segment.
 //
 //go:noinline
 func (v *View) fail(n, i int) (int, error) {
@@ -391,72 +408,58 @@ func (v *View) fail(n, i int) (int, error) {
 	return n, s.err()
 }
 
-// copyStrip is the copy loop, one call per segment: dst[j] is the
-// stripped src[len(src)-1-j], newest first; len(dst) >= len(src). Each
-// slot is read once, atomically (READ_ONCE). m0 and m1 are the PAC fields
-// of the two halves (bit 55 clear, set). It takes four slots per step; when
-// all four have bit 55 set (kernel addresses) stripping is setting the
-// field, p | m1, and when all four have it clear (user addresses) it is
-// clearing it, p &^ m0, which is what strip computes for them, in one
-// operation instead of seven. It is kept out of line so that its registers
-// are not spilled by save's.
+// copyStrip is the copy loop: dst[j] is the stripped src[len(src)-1-j],
+// newest first; len(dst) >= len(src). Each slot is read once, atomically
+// (READ_ONCE), and stripped with m. It takes four slots per step; when all four
+// are in one half (bit 55 all set: kernel addresses, or all clear: user
+// addresses) the strip of each is setting, or clearing, that half's
+// field ([ptrauth.Masks.Field]), one operation; otherwise it is [ptrauth.Masks.Strip], inlined.
+// It is out of line so that save's registers do not spill in its loop.
 //
 //go:noinline
-func copyStrip(dst, src []uint64, m0, m1 uint64) {
-	d := m0 ^ m1
+func copyStrip(dst, src []uint64, m ptrauth.Masks) {
+	m0, m1 := m.Field(false), m.Field(true)
 	dst = dst[:len(src)]
 	for len(src) >= 4 {
 		k := len(src)
-		s := src[k-4 : k]
-		a, b, c, e := atomic.LoadUint64(&s[3]), atomic.LoadUint64(&s[2]), atomic.LoadUint64(&s[1]), atomic.LoadUint64(&s[0])
+		w := src[k-4 : k]
+		a, b, c, e := atomic.LoadUint64(&w[3]), atomic.LoadUint64(&w[2]), atomic.LoadUint64(&w[1]), atomic.LoadUint64(&w[0])
 		switch {
 		case a&b&c&e&(1<<55) != 0:
 			a, b, c, e = a|m1, b|m1, c|m1, e|m1
 		case (a|b|c|e)&(1<<55) == 0:
 			a, b, c, e = a&^m0, b&^m0, c&^m0, e&^m0
 		default:
-			a, b, c, e = strip(a, m0, d), strip(b, m0, d), strip(c, m0, d), strip(e, m0, d)
+			a, b, c, e = m.Strip(a), m.Strip(b), m.Strip(c), m.Strip(e)
 		}
 		o := dst[:4]
 		o[0], o[1], o[2], o[3] = a, b, c, e
 		dst, src = dst[4:], src[:k-4]
 	}
-	for len(src) >= 1 && len(dst) >= 1 {
-		k := len(src)
-		dst[0] = strip(atomic.LoadUint64(&src[k-1]), m0, d)
-		dst, src = dst[1:], src[:k-1]
+	if k := len(src); k >= 2 {
+		a, b := atomic.LoadUint64(&src[k-1]), atomic.LoadUint64(&src[k-2])
+		o := dst[:2]
+		o[0], o[1] = m.Strip(a), m.Strip(b)
+		dst, src = dst[2:], src[:k-2]
+	}
+	if len(src) == 1 && len(dst) >= 1 {
+		dst[0] = m.Strip(atomic.LoadUint64(&src[0]))
 	}
 }
 
-// layoutWords is the size of a ptrauth.Layout in words.
-const layoutWords = unsafe.Sizeof(ptrauth.Layout{}) / 8
-
-// sameBytes reports whether a and b are byte for byte equal, which implies
-// a == b (the converse can fail on padding; the caller then recomputes
-// what it cached). It is a handful of loads and compares, where == calls
-// the type's generated equality function.
-func sameBytes(a, b *ptrauth.Layout) bool {
-	x, y := (*[layoutWords]uint64)(unsafe.Pointer(a)), (*[layoutWords]uint64)(unsafe.Pointer(b))
-	var diff uint64
-	for i := range x {
-		diff |= x[i] ^ y[i]
-	}
-	return diff == 0
-}
-
-// copyStripBytes is copyStrip over caller memory: src holds the slots
+// copyStripBytes is copyStrip over caller memory: dst[j] is
+// the stripped slot len(src)/8-1-j; src holds the slots
 // little-endian, len(src) a multiple of 8; nothing writes it, so plain
 // loads do.
 //
 //go:noinline
-func copyStripBytes(dst []uint64, src []byte, m0, m1 uint64) {
-	d := m0 ^ m1
-	n := len(src) / 8
-	dst = dst[:n]
+func copyStripBytes(dst []uint64, src []byte, m ptrauth.Masks) {
+	m0, m1 := m.Field(false), m.Field(true)
+	le := binary.LittleEndian
+	dst = dst[:len(src)/8]
 	for len(src) >= 32 {
 		k := len(src)
 		s := src[k-32 : k]
-		le := binary.LittleEndian
 		a, b, c, e := le.Uint64(s[24:]), le.Uint64(s[16:]), le.Uint64(s[8:]), le.Uint64(s[0:])
 		switch {
 		case a&b&c&e&(1<<55) != 0:
@@ -464,7 +467,7 @@ func copyStripBytes(dst []uint64, src []byte, m0, m1 uint64) {
 		case (a|b|c|e)&(1<<55) == 0:
 			a, b, c, e = a&^m0, b&^m0, c&^m0, e&^m0
 		default:
-			a, b, c, e = strip(a, m0, d), strip(b, m0, d), strip(c, m0, d), strip(e, m0, d)
+			a, b, c, e = m.Strip(a), m.Strip(b), m.Strip(c), m.Strip(e)
 		}
 		o := dst[:4]
 		o[0], o[1], o[2], o[3] = a, b, c, e
@@ -472,28 +475,9 @@ func copyStripBytes(dst []uint64, src []byte, m0, m1 uint64) {
 	}
 	for len(src) >= 8 && len(dst) >= 1 {
 		k := len(src)
-		dst[0] = strip(binary.LittleEndian.Uint64(src[k-8:]), m0, d)
+		dst[0] = m.Strip(le.Uint64(src[k-8:]))
 		dst, src = dst[1:], src[:k-8]
 	}
-}
-
-// masks returns the PAC field of a pointer with bit 55 clear (m0) and the
-// XOR of both halves' fields (d), for strip. It reads the layout through
-// Strip of two probe values, which costs no copy of the Layout.
-func masks(l *ptrauth.Layout) (m0, d uint64) {
-	const lo = ^uint64(0) &^ (1 << 55) // every bit but 55: Strip clears the field
-	m0 = ^l.Strip(lo) &^ (1 << 55)
-	m1 := l.Strip(1<<55) &^ (1 << 55) // bit 55 alone: Strip sets the field
-	return m0, m0 ^ m1
-}
-
-// strip is ptrauth.Layout.Strip with the layout's masks in registers: m0 is
-// the PAC field for bit 55 clear and d the XOR of both fields. Every bit of
-// the field becomes a copy of bit 55.
-func strip(ptr, m0, d uint64) uint64 {
-	t := uint64(int64(ptr<<8) >> 63) // 64 copies of bit 55
-	m := m0 ^ d&t                    // the field for this half
-	return ptr ^ (ptr^t)&m
 }
 
 // Source says where a Frame came from.
@@ -535,70 +519,64 @@ func (f Frame) String() string {
 	return fmt.Sprintf("%#x (%s, %s)", f.PC, f.Context, f.Source)
 }
 
-// Frames is Save with provenance: it fills store with the same frames Save
-// would return for the same View and skip (PC equal to Save's entries), and
-// the same error (ErrChanged included).
-func Frames(v *View, store []Frame, skip int) (int, error) {
-	if v.Disabled {
-		return 0, ErrNotSupported
-	}
-	if len(store) == 0 {
-		return 0, nil
-	}
-	n, last, err := v.frames(store, skip)
-	if v.changed(last + 1) {
-		return 0, ErrChanged
-	}
-	return n, err
+// Frames returns an iterator over the frames of v with their provenance,
+// innermost first: the same entries as Save (PC equal to Save's entries
+// for skip 0), each with a nil error. A copy that fails ends with one last
+// pair (Frame{}, err): ErrNotSupported for a disabled View,
+// ErrInterruptedTopHidden at a hidden top, a *[CorruptError] on corrupt
+// state, as Save returns them. It has the shape of package fp's Frames;
+// [Save] is the buffer-filling copy.
+//
+// Over a running Model's View, each slot is re-checked against its
+// stack's generation right after it is read, and the iterator ends with
+// ErrChanged as soon as the stack was rewritten since the View was taken:
+// every frame it yielded is the stack at the View's instant, but the
+// trace is cut short (Save, which fills a buffer, returns no frames
+// then). Take a new View and iterate again.
+func Frames(v *View) iter.Seq2[Frame, error] {
+	return func(yield func(Frame, error) bool) { v.frames(yield) }
 }
 
-// frames is Frames' body; last is the index of the last segment read.
-func (v *View) frames(store []Frame, skip int) (n, last int, err error) {
+// frames is Frames' body.
+func (v *View) frames(yield func(Frame, error) bool) {
+	if v.Disabled {
+		yield(Frame{}, ErrNotSupported)
+		return
+	}
 	if v.N < 1 || v.N > len(v.Segs) {
-		return 0, -1, errs.Corruptf(errs.RuleBadSCSView, uint64(v.N), "%d segments", v.N)
+		yield(Frame{}, errs.Corruptf(errs.RuleBadSCSView, uint64(v.N), "%d segments", v.N))
+		return
 	}
-	if skip < 0 {
-		skip = 0
-	}
-	emit := func(f Frame) bool {
-		if skip > 0 {
-			skip--
-			return true
-		}
-		if n == len(store) {
-			return false
-		}
-		store[n] = f
-		n++
-		return n < len(store)
-	}
-	for i := 0; i < v.N; i++ {
+	m := v.Layout.InsnMasks()
+	for i := range v.N {
 		s := &v.Segs[i]
-		if s.Hidden {
-			return n, i, s.hiddenErr()
+		var cnt [1]int
+		if _, bad := checkSegs(v.Segs[i:i+1], cnt[:]); bad != segOK {
+			_, err := v.fail(0, i)
+			yield(Frame{}, err)
+			return
 		}
-		hi, bad := s.check()
-		if bad != segOK {
-			return n, i, s.err()
+		if s.gen != nil && s.gen.Load() != s.genWant {
+			yield(Frame{}, ErrChanged)
+			return
 		}
-		for w := hi - 1; w >= 0; w-- {
-			if skip > 0 { // skipped slots are not read, as in Save
-				skip--
-				continue
-			}
+		for w := cnt[0] - 1; w >= 0; w-- {
 			raw := s.word(w)
-			if !emit(Frame{PC: v.Layout.Strip(raw), Raw: raw, Context: s.Context, Source: FromSCS, Addr: s.Base + uint64(w)*8}) {
-				return n, i, nil
+			if s.gen != nil && s.gen.Load() != s.genWant { // raw may be of a later lifetime
+				yield(Frame{}, ErrChanged)
+				return
+			}
+			if !yield(Frame{PC: m.Strip(raw), Raw: raw, Context: s.Context, Source: FromSCS, Addr: s.Base + uint64(w)*8}, nil) {
+				return
 			}
 		}
 		if v.StopAtBoundary || i+1 == v.N {
-			return n, i, nil
+			return
 		}
 		if s.HasInterruptedPC {
-			if !emit(Frame{PC: s.InterruptedPC, Raw: s.InterruptedPC, Context: v.Segs[i+1].Context, Source: FromInterruptedPC}) {
-				return n, i, nil
+			if !yield(Frame{PC: s.InterruptedPC, Raw: s.InterruptedPC, Context: v.Segs[i+1].Context, Source: FromInterruptedPC}, nil) {
+				return
 			}
 		}
 	}
-	return n, v.N - 1, nil
 }

@@ -1,16 +1,15 @@
 package scs
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
-	"encoding/binary"
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
 
@@ -120,6 +119,37 @@ func TestSaveNestings(t *testing.T) {
 	}
 }
 
+// framesInto fills store from the Frames iterator as Save fills its
+// store: after skip frames, until store is full; an ErrChanged gives no
+// frames, as from Save, and so does an empty store (nothing for a
+// disabled View).
+func framesInto(v *View, store []Frame, skip int) (n int, err error) {
+	if len(store) == 0 {
+		if v.Disabled {
+			return 0, ErrNotSupported
+		}
+		return 0, nil
+	}
+	for f, err := range Frames(v) {
+		if err == ErrChanged {
+			return 0, err
+		}
+		if err != nil {
+			return n, err
+		}
+		if skip > 0 {
+			skip--
+			continue
+		}
+		store[n] = f
+		n++
+		if n == len(store) {
+			break
+		}
+	}
+	return n, nil
+}
+
 // checkFrames checks Frames against Save for the same view, skip and size,
 // and, for views whose segments are in nesting order (all views a Model
 // builds), that frame contexts only move outward.
@@ -128,7 +158,7 @@ func checkFrames(t *testing.T, v *View, skip, size int) {
 	buf := make([]uint64, size)
 	n, err := Save(v, buf, skip)
 	fr := make([]Frame, size)
-	fn, ferr := Frames(v, fr, skip)
+	fn, ferr := framesInto(v, fr, skip)
 	if fn != n || (err == nil) != (ferr == nil) || (err != nil && err.Error() != ferr.Error()) {
 		t.Fatalf("Frames %d %v, Save %d %v", fn, ferr, n, err)
 	}
@@ -296,7 +326,7 @@ func TestPACStripped(t *testing.T) {
 					}
 					v, _ := r.m.View(0)
 					fr := make([]Frame, 8)
-					n, _ := Frames(&v, fr, 0)
+					n, _ := framesInto(&v, fr, 0)
 					for i := range n {
 						if fr[i].PC != got[i] || l.Strip(fr[i].Raw) != fr[i].PC {
 							t.Fatalf("frame %d raw %#x pc %#x", i, fr[i].Raw, fr[i].PC)
@@ -461,7 +491,7 @@ func TestDisabledView(t *testing.T) {
 	if !errors.Is(err, ErrNotSupported) || !errors.Is(err, unix.ENOSYS) {
 		t.Fatalf("got %v, want ErrNotSupported matching ENOSYS", err)
 	}
-	if _, err := Frames(&v, make([]Frame, 4), 0); !errors.Is(err, unix.ENOSYS) {
+	if _, err := framesInto(&v, make([]Frame, 4), 0); !errors.Is(err, unix.ENOSYS) {
 		t.Fatal(err)
 	}
 }
@@ -507,8 +537,10 @@ func TestStrings(t *testing.T) {
 	}
 }
 
-// TestStripMatchesLayout: the copy loop's strip is ptrauth.Layout.Strip,
-// for every layout and for pointers with every pattern of the top bits.
+// TestStripMatchesLayout: the copy loops (model words and caller bytes)
+// strip exactly as ptrauth.Layout.Strip does, for every layout, for
+// pointers of either half and mixed halves, and for every length (the
+// four-at-a-time steps and the tail), and write nothing past the copy.
 func TestStripMatchesLayout(t *testing.T) {
 	layouts := []ptrauth.Layout{{}}
 	for _, va := range []int{16, 39, 48, 52} {
@@ -523,24 +555,9 @@ func TestStripMatchesLayout(t *testing.T) {
 	layouts = append(layouts, mixed)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, l := range layouts {
-		m0 := l.PACMask(false)
-		d := m0 ^ l.PACMask(true)
-		for i := range 20000 {
-			p := rng.Uint64()
-			if i < 512 { // every top-9-bit pattern over a fixed low part
-				p = uint64(i)<<55 | 0x0000123456789abc
-			}
-			if got, want := strip(p, m0, d), l.Strip(p); got != want {
-				t.Fatalf("layout %+v: strip(%#x) = %#x, Layout.Strip %#x", l, p, got, want)
-			}
-		}
-		if g0, g1 := masks(&l); g0 != m0 || g1 != d {
-			t.Fatalf("layout %+v: masks %#x %#x, want %#x %#x", l, g0, g1, m0, d)
-		}
-		// copyStrip's four-at-a-time paths (all bit 55 set, all clear,
-		// mixed) and its tail, against Layout.Strip, for every length.
 		for n := range 23 {
 			src := make([]uint64, n)
+			raw := make([]byte, 8*n)
 			for round := range 40 {
 				for i := range src {
 					src[i] = rng.Uint64()
@@ -550,20 +567,33 @@ func TestStripMatchesLayout(t *testing.T) {
 					case 1:
 						src[i] &^= 1 << 55
 					}
+					binary.LittleEndian.PutUint64(raw[8*i:], src[i])
 				}
-				dst := make([]uint64, n+3)
-				for i := range dst {
-					dst[i] = 0x5a5a
-				}
-				copyStrip(dst, src, m0, m0^d)
-				for j := range n {
-					if want := l.Strip(src[n-1-j]); dst[j] != want {
-						t.Fatalf("layout %+v: copyStrip of %x: dst[%d] = %#x, want %#x", l, src, j, dst[j], want)
+				for _, bytes := range []bool{false, true} {
+					dst := make([]uint64, n+3)
+					for i := range dst {
+						dst[i] = 0x5a5a
 					}
-				}
-				for j := n; j < len(dst); j++ {
-					if dst[j] != 0x5a5a {
-						t.Fatalf("copyStrip wrote past %d entries", n)
+					// Save over one segment of the model's words or
+					// of caller bytes holding src.
+					const base = 0x10000
+					v := View{Layout: l, N: 1}
+					v.Segs[0] = Segment{words: src, Base: base, Top: base + 8*uint64(n)}
+					if bytes {
+						v.Segs[0] = Segment{Data: raw, Base: base, Top: base + 8*uint64(n)}
+					}
+					if got, err := Save(&v, dst, 0); got != n || err != nil {
+						t.Fatalf("layout %+v (bytes %v): Save of %d: %d, %v", l, bytes, n, got, err)
+					}
+					for j := range n {
+						if want := l.Strip(src[n-1-j]); dst[j] != want {
+							t.Fatalf("layout %+v (bytes %v): copy of %x: dst[%d] = %#x, want %#x", l, bytes, src, j, dst[j], want)
+						}
+					}
+					for j := n; j < len(dst); j++ {
+						if dst[j] != 0x5a5a {
+							t.Fatalf("copy (bytes %v) wrote past %d entries", bytes, n)
+						}
 					}
 				}
 			}
@@ -597,13 +627,9 @@ func TestSavedX18(t *testing.T) {
 	}
 }
 
-// TestLayoutSizeWords guards sameBytes: a Layout is a whole number of
-// words, and a View whose Layout the caller changed strips with the new
-// one.
-func TestLayoutSizeWords(t *testing.T) {
-	if unsafe.Sizeof(ptrauth.Layout{})%8 != 0 {
-		t.Fatalf("ptrauth.Layout is %d bytes", unsafe.Sizeof(ptrauth.Layout{}))
-	}
+// TestSaveFollowsLayout: Save strips with the View's Layout as it is at
+// the call, also when the caller replaced it after taking the View.
+func TestSaveFollowsLayout(t *testing.T) {
 	r := newRig(t, Config{Layout: ptrauth.NewLayout(48, false)})
 	signed := retAddr(CtxTask, 1) ^ 0x7f<<48
 	mustPush(t, r.m, 0, signed)
@@ -613,7 +639,51 @@ func TestLayoutSizeWords(t *testing.T) {
 		t.Fatalf("48-bit: %d %v %#x", n, err, buf[0])
 	}
 	v.Layout = ptrauth.NewLayout(52, false)
-	if n, err := Save(&v, buf, 0); n != 1 || err != nil || buf[0] != v.Layout.Strip(signed) {
+	if n, err := Save(&v, buf, 0); n != 1 || err != nil || buf[0] != v.Layout.Strip(signed) || buf[0] == retAddr(CtxTask, 1) {
 		t.Fatalf("52-bit: %d %v %#x, want %#x", n, err, buf[0], v.Layout.Strip(signed))
+	}
+}
+
+// TestFramesIterator: Frames stops when the consumer breaks off, and over
+// a running model it re-checks each slot: a push that rewrites a slot the
+// View covers while the consumer holds the iterator ends it with
+// ErrChanged, after frames that are all of the View's instant (the
+// rewritten value is never yielded).
+func TestFramesIterator(t *testing.T) {
+	r := newRig(t, Config{Layout: ptrauth.NewLayout(48, false)})
+	for i := range 4 {
+		mustPush(t, r.m, 0, retAddr(CtxTask, i))
+	}
+	v, _ := r.m.View(0)
+	n := 0
+	for f, err := range Frames(&v) {
+		if err != nil || f.PC != retAddr(CtxTask, 3) || f.Addr != v.Segs[0].Top-8 {
+			t.Fatalf("first frame %v, %v", f, err)
+		}
+		n++
+		break
+	}
+	if n != 1 {
+		t.Fatalf("%d frames after break", n)
+	}
+	var got []uint64
+	var last error
+	for f, err := range Frames(&v) {
+		if err != nil {
+			last = err
+			break
+		}
+		got = append(got, f.PC)
+		if len(got) == 1 { // pop three, push one: slot 1 gets a new value
+			for range 3 {
+				if _, err := r.m.Pop(0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mustPush(t, r.m, 0, retAddr(CtxTask, 99))
+		}
+	}
+	if last != ErrChanged || !slices.Equal(got, []uint64{retAddr(CtxTask, 3)}) {
+		t.Fatalf("got %x, %v; want the first frame, then ErrChanged", got, last)
 	}
 }

@@ -236,31 +236,25 @@ func (f Frame) String() string {
 func (src *Source) Frames() iter.Seq2[Frame, error] {
 	return func(yield func(Frame, error) bool) {
 		if src.method == MethodSCS {
-			// A fixed buffer, filled chunk by chunk (each chunk skips
-			// what the ones before returned), so the copy costs no
-			// allocation whatever the size of the shadow stack region.
-			var buf [64]scs.Frame
 			skip := src.skip
-			for {
-				n, err := scs.Frames(&src.scs, buf[:], skip)
-				for _, f := range buf[:n] {
-					fs := SourceSCS
-					if f.Source == scs.FromInterruptedPC {
-						fs = SourceInterruptedPC
-					}
-					if !yield(Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Source: fs, Context: f.Context}, nil) {
-						return
-					}
-				}
+			for f, err := range scs.Frames(&src.scs) {
 				if err != nil {
 					yield(Frame{}, err)
 					return
 				}
-				if n < len(buf) {
+				if skip > 0 {
+					skip--
+					continue
+				}
+				fs := SourceSCS
+				if f.Source == scs.FromInterruptedPC {
+					fs = SourceInterruptedPC
+				}
+				if !yield(Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Source: fs, Context: f.Context}, nil) {
 					return
 				}
-				skip += n
 			}
+			return
 		}
 		skip := src.skip
 		for f, err := range fp.Frames(&src.fp) {

@@ -42,13 +42,14 @@ func (c *Core) Frames(t *Thread, method unwind.Method) ([]unwind.Frame, error) {
 			data = r.Bytes()[t.SCSBase-r.Base:]
 		}
 		v := scs.NewSnapshotView(data, t.SCSBase, t.Regs.X[18], c.Layout)
-		buf := make([]scs.Frame, r.Size()/8+1)
-		n, err := scs.Frames(&v, buf, 0)
-		out := make([]unwind.Frame, 0, n)
-		for _, f := range buf[:n] {
+		var out []unwind.Frame
+		for f, err := range scs.Frames(&v) {
+			if err != nil {
+				return out, err
+			}
 			out = append(out, unwind.Frame{PC: f.PC, Raw: f.Raw, Symbol: c.sym.Name(f.PC), Source: unwind.SourceSCS})
 		}
-		return out, err
+		return out, nil
 	case unwind.MethodFP:
 		// The walk reads the segments loaded so far; when the chain
 		// leads into a writable segment not loaded yet (a signal

@@ -25,10 +25,18 @@ func snapSCS(s *Snapshot) ([]scs.Frame, error) {
 	if err != nil {
 		return nil, err
 	}
-	store := make([]scs.Frame, snapMaxFrames)
+	var out []scs.Frame
 	v, _ := src.SCSView()
-	n, err := scs.Frames(&v, store, 0)
-	return store[:n], err
+	for f, err := range scs.Frames(&v) {
+		if err != nil {
+			return out, err
+		}
+		if len(out) == snapMaxFrames {
+			break
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // snapFP walks the snapshot's frame records and says how the walk ended.
