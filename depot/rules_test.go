@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/unwindkit/unwindkit/internal/errs"
 )
 
 // The depot's corruption error is a public *CorruptError (not an alias of
@@ -23,5 +25,12 @@ func TestCorruptErrorAs(t *testing.T) {
 	}
 	if ce.Error() != errors.Unwrap(err).Error() {
 		t.Errorf("Error() %q, want %q", ce.Error(), errors.Unwrap(err).Error())
+	}
+}
+
+// The depot's rule spells out the value of the one list in internal/errs.
+func TestRuleMatchesErrs(t *testing.T) {
+	if RuleRecordOverrunsPool != errs.RuleRecordOverrunsPool {
+		t.Errorf("RuleRecordOverrunsPool %q, errs has %q", RuleRecordOverrunsPool, errs.RuleRecordOverrunsPool)
 	}
 }

@@ -80,3 +80,25 @@ func TestConcurrentWalksBytes(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// Each rule of the walk spells out the value of the one list in
+// internal/errs (fp's constants show their values in go doc).
+func TestRulesMatchErrs(t *testing.T) {
+	for _, r := range [][2]string{
+		{RuleMisalignedFP, errs.RuleMisalignedFP},
+		{RuleFPOutsideStacks, errs.RuleFPOutsideStacks},
+		{RuleFPNotIncreasing, errs.RuleFPNotIncreasing},
+		{RuleObjectCrossesStackEnd, errs.RuleObjectCrossesStackEnd},
+		{RuleStackReentered, errs.RuleStackReentered},
+		{RuleMetaRecordOutsideStacks, errs.RuleMetaRecordOutsideStacks},
+		{RuleFinalNotAtTaskPtRegs, errs.RuleFinalNotAtTaskPtRegs},
+		{RuleBadMetaType, errs.RuleBadMetaType},
+		{RulePtRegsOutsideStacks, errs.RulePtRegsOutsideStacks},
+		{RuleUnrecoverableGraphReturn, errs.RuleUnrecoverableGraphReturn},
+		{RuleUnrecoverableKretprobeReturn, errs.RuleUnrecoverableKretprobeReturn},
+	} {
+		if r[0] != r[1] {
+			t.Errorf("fp rule %q, errs has %q", r[0], r[1])
+		}
+	}
+}

@@ -1,13 +1,26 @@
 package errs
 
-// The rules whose breach is corruption, for the packages that build their
-// errors here: the one definition of each CorruptError.Rule value they
-// use. They are plain strings, so that one corruption error compares equal
-// to the constant of whichever public package a caller imports. Package fp
-// and package depot define their rules themselves (a public constant's
-// value must show in go doc); unwind spells the live walk's rules out and
-// its tests check them against these.
+// The rules whose breach is corruption: the one list of every
+// CorruptError.Rule value. They are plain strings, so that one corruption
+// error compares equal to the constant of whichever public package a
+// caller imports. The public packages (fp, scs, depot, unwind) spell each
+// value out in their own untyped constants, so that go doc shows it; their
+// tests check that each equals the one here.
 const (
+	// Frame-pointer walk (package fp).
+
+	RuleMisalignedFP                 = "misaligned fp"                    // a frame pointer is not 8-byte aligned
+	RuleFPOutsideStacks              = "fp outside stacks"                // a frame record is in no accessible stack
+	RuleFPNotIncreasing              = "fp not increasing"                // an object is below one already consumed on its stack
+	RuleObjectCrossesStackEnd        = "object crosses stack end"         // a record, meta record or pt_regs runs past its stack's top
+	RuleStackReentered               = "stack re-entered"                 // an object is on a stack the walk has left
+	RuleMetaRecordOutsideStacks      = "meta record outside stacks"       // a 24-byte meta record is in no accessible stack
+	RuleFinalNotAtTaskPtRegs         = "final record not at task pt_regs" // a FINAL meta record anywhere but the task's pt_regs
+	RuleBadMetaType                  = "bad meta record type"             // a meta record type other than FINAL and PT_REGS
+	RulePtRegsOutsideStacks          = "pt_regs outside stacks"           // the pt_regs of a PT_REGS meta record are in no accessible stack
+	RuleUnrecoverableGraphReturn     = "unrecoverable graph return"       // a function-graph trampoline without its return stack entry
+	RuleUnrecoverableKretprobeReturn = "unrecoverable kretprobe return"   // a kretprobe trampoline without its instance
+
 	// Live Go frame-pointer walk (unwind.Callers).
 
 	RuleNonMonotonicFP = "non-monotonic fp" // a live frame pointer does not move up the stack
@@ -28,4 +41,8 @@ const (
 	RuleBadSCSView              = "bad scs view"                // a view's segment count is out of range
 	RuleSCSOverflow             = "scs overflow"                // a push would overwrite the end magic
 	RuleSCSUnderflow            = "scs underflow"               // a pop below the context's base
+
+	// Stack depot (package depot).
+
+	RuleRecordOverrunsPool = "record overruns its pool" // a stored trace runs past its pool
 )
