@@ -1,8 +1,11 @@
-// Command unwinddump unwinds a snapshot of a real arm64 program with both
-// techniques and prints the two traces side by side, symbolized, with raw
-// and PAC-stripped addresses, and explains every difference.
+// Command unwinddump unwinds a snapshot or an ELF core file of a real arm64
+// program with both techniques and prints the two traces side by side,
+// symbolized, with raw and PAC-stripped addresses, and explains every
+// difference. A core file is read with its executable and, optionally, its
+// shared libraries; every thread is printed.
 //
 //	go run ./examples/unwinddump testdata/arm64/snapshots/clang-pacret-pauth-signal.json
+//	go run ./examples/unwinddump CORE EXE [LIB...]
 package main
 
 import (
@@ -16,11 +19,17 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: unwinddump SNAPSHOT.json")
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: unwinddump SNAPSHOT.json | unwinddump CORE EXE [LIB...]")
 		os.Exit(2)
 	}
-	if err := dump(os.Stdout, os.Args[1]); err != nil {
+	var err error
+	if isELF(os.Args[1]) {
+		err = dumpCore(os.Stdout, os.Args[1], os.Args[2:])
+	} else {
+		err = dump(os.Stdout, os.Args[1])
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "unwinddump:", err)
 		os.Exit(1)
 	}

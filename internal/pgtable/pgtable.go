@@ -1,0 +1,168 @@
+// Package pgtable walks arm64 stage-1 translation tables (Arm ARM D8,
+// "The AArch64 Virtual Memory System Architecture"; the kernel's
+// arch/arm64/include/asm/pgtable-hwdef.h): 4 KiB, 16 KiB and 64 KiB
+// granules, VA sizes from 25 to 52 bits, table, block and page descriptors,
+// the contiguous hint, and the three output-address formats: the 48-bit
+// one, FEAT_LPA with 64 KiB pages (OA[51:48] in descriptor bits [15:12])
+// and FEAT_LPA2 with 4 KiB and 16 KiB pages (TCR_ELx.DS = 1: OA[51:50] in
+// bits [9:8], OA[49:m] in bits [49:m]).
+//
+// A walk reads at most one descriptor per level (at most five), checks
+// every table address against the memory it is given, and refuses a table
+// that points back at a table of the same walk, so hostile tables can
+// neither loop nor read outside memory.
+package pgtable
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Format describes a translation regime.
+type Format struct {
+	// PageShift is the granule: 12 (4 KiB), 14 (16 KiB) or 16 (64 KiB).
+	PageShift uint
+	// VABits is the VA size translated: 64 - TnSZ.
+	VABits uint
+	// LPA2 selects the FEAT_LPA2 descriptor format (TCR_ELx.DS = 1; 4K
+	// and 16K granules only).
+	LPA2 bool
+	// LPA selects FEAT_LPA's 52-bit output addresses for 64 KiB pages.
+	LPA bool
+}
+
+// Validate checks f.
+func (f Format) Validate() error {
+	switch f.PageShift {
+	case 12, 14, 16:
+	default:
+		return fmt.Errorf("pgtable: granule 2^%d is not 4K, 16K or 64K", f.PageShift)
+	}
+	if f.VABits < 25 || f.VABits > 52 {
+		return fmt.Errorf("pgtable: VA size %d outside [25, 52]", f.VABits)
+	}
+	if f.LPA2 && f.PageShift == 16 {
+		return errors.New("pgtable: LPA2 descriptors need a 4K or 16K granule")
+	}
+	if f.VABits > 48 && !f.LPA2 && !(f.LPA && f.PageShift == 16) {
+		return fmt.Errorf("pgtable: a %d-bit VA needs LPA2 (4K/16K) or 64K pages with LPA", f.VABits)
+	}
+	return nil
+}
+
+// Levels returns the number of lookup levels and the level the walk starts
+// at (-1 for a 52-bit VA with 4 KiB pages).
+func (f Format) Levels() (n int, start int) {
+	bits := f.PageShift - 3
+	n = int((f.VABits - f.PageShift + bits - 1) / bits)
+	return n, 4 - n
+}
+
+// Reader reads the 8-byte little-endian word at physical address pa.
+type Reader func(pa uint64) (uint64, error)
+
+// Result is a translation.
+type Result struct {
+	PA uint64
+	// Level is the level of the leaf descriptor (3 for a page, 1 or 2 —
+	// 0 with LPA2 and 4K — for a block); Size is the size it maps.
+	Level int
+	Size  uint64
+	// Desc is the leaf descriptor; Contiguous its contiguous hint (bit 52).
+	Desc       uint64
+	Contiguous bool
+	// Tables are the physical addresses of the descriptors read, root
+	// first.
+	Tables [5]uint64
+	Steps  int
+}
+
+// ErrFault is wrapped by every translation that ends at an invalid
+// descriptor: the address is not mapped.
+var ErrFault = errors.New("pgtable: translation fault")
+
+// Error is a malformed table or unreadable descriptor.
+type Error struct {
+	VA, DescPA uint64
+	Level      int
+	Msg        string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("pgtable: va %#x: level %d descriptor at pa %#x: %s", e.VA, e.Level, e.DescPA, e.Msg)
+}
+
+// OA returns the output address of a table, block or page descriptor,
+// aligned to shift.
+func (f Format) OA(desc uint64, shift uint) uint64 {
+	switch {
+	case f.LPA2:
+		lo := desc & (1<<50 - 1) &^ (1<<shift - 1)
+		return lo | (desc>>8&3)<<50
+	case f.LPA && f.PageShift == 16:
+		lo := desc & (1<<48 - 1) &^ (1<<shift - 1)
+		return lo | (desc>>12&0xf)<<48
+	}
+	return desc & (1<<48 - 1) &^ (1<<shift - 1)
+}
+
+// Walk translates va through the table at root (a physical address).
+// Only the low VABits of va index the tables: the caller picks the table
+// of the half (TTBR0 or TTBR1) va belongs to.
+func Walk(f Format, root, va uint64, read Reader) (Result, error) {
+	var res Result
+	if err := f.Validate(); err != nil {
+		return res, err
+	}
+	bits := f.PageShift - 3
+	n, start := f.Levels()
+	table := root &^ 7
+	for i := 0; i < n; i++ {
+		level := start + i
+		shift := f.PageShift + uint(3-level)*bits
+		idxBits := bits
+		if i == 0 {
+			idxBits = f.VABits - shift
+		}
+		idx := va >> shift & (1<<idxBits - 1)
+		pa := table + idx*8
+		for k := 0; k < i; k++ {
+			if res.Tables[k]&^(1<<f.PageShift-1) == table {
+				return res, &Error{VA: va, DescPA: pa, Level: level, Msg: fmt.Sprintf("table %#x is also the level %d table: the tables loop", table, start+k)}
+			}
+		}
+		res.Tables[i], res.Steps = pa, i+1
+		d, err := read(pa)
+		if err != nil {
+			return res, &Error{VA: va, DescPA: pa, Level: level, Msg: err.Error()}
+		}
+		if d&1 == 0 {
+			return res, fmt.Errorf("%w: va %#x: level %d descriptor %#x at pa %#x is invalid", ErrFault, va, level, d, pa)
+		}
+		isTable := d&2 != 0
+		if level == 3 {
+			if !isTable {
+				return res, fmt.Errorf("%w: va %#x: level 3 descriptor %#x at pa %#x is reserved", ErrFault, va, d, pa)
+			}
+			return f.leaf(res, d, va, shift, level), nil
+		}
+		if !isTable {
+			// Blocks: level 1 and 2 (level 1 only with 4K, or with
+			// LPA2/LPA at 16K/64K); level 0 with LPA2 and 4K.
+			ok := level == 2 || (level == 1 && (f.PageShift == 12 || f.LPA2 || f.LPA)) || (level == 0 && f.LPA2 && f.PageShift == 12)
+			if !ok {
+				return res, &Error{VA: va, DescPA: pa, Level: level, Msg: fmt.Sprintf("block descriptor %#x not allowed at this level", d)}
+			}
+			return f.leaf(res, d, va, shift, level), nil
+		}
+		table = f.OA(d, f.PageShift)
+	}
+	return res, &Error{VA: va, Level: start + n, Msg: "no leaf"}
+}
+
+func (f Format) leaf(res Result, d, va uint64, shift uint, level int) Result {
+	res.Desc, res.Level, res.Size = d, level, 1<<shift
+	res.Contiguous = d>>52&1 != 0
+	res.PA = f.OA(d, shift) | va&(1<<shift-1)
+	return res
+}

@@ -1,0 +1,103 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/scs"
+	"github.com/unwindkit/unwindkit/unwind"
+)
+
+// Frames unwinds thread t of the core with method (MethodAuto: the shadow
+// call stack copy when the thread has one, else the frame-record walk) and
+// returns its frames, innermost first. A walk that fails part-way returns
+// the frames it had and the error.
+//
+// MethodSCS copies from x18-8 down to [Thread.SCSBase]: it lacks the
+// crashing pc, a return address still in x30 (a leaf's caller), the pc a
+// signal interrupted, and every frame of uninstrumented code (libc, main).
+// MethodFP starts at pc and follows frame records from x29 over the
+// core's writable segments, ending at a zero frame pointer as AAPCS64
+// user-space chains end; it lacks a return address still in x30 and
+// frames of code built without frame records.
+func (c *Core) Frames(t *Thread, method unwind.Method) ([]unwind.Frame, error) {
+	if method == unwind.MethodAuto {
+		method = unwind.MethodFP
+		if t.HasSCS {
+			method = unwind.MethodSCS
+		}
+	}
+	switch method {
+	case unwind.MethodSCS:
+		if !t.HasSCS {
+			return nil, fmt.Errorf("core: thread %d: %s: %w", t.PID, t.SCSNote, unwind.ErrNotSupported)
+		}
+		r := c.mem.m.Find(t.SCSBase)
+		v := scs.NewSnapshotView(r, t.SCSBase, t.Regs.X[18], c.Layout)
+		buf := make([]scs.Frame, r.Size()/8+1)
+		n, err := scs.Frames(&v, buf, 0)
+		out := make([]unwind.Frame, 0, n)
+		for _, f := range buf[:n] {
+			out = append(out, unwind.Frame{PC: f.PC, Raw: f.Raw, Symbol: c.sym.Name(f.PC), Source: unwind.SourceSCS})
+		}
+		return out, err
+	case unwind.MethodFP:
+		cfg := fp.Config{
+			Mem:        &c.mem.m,
+			FP:         t.Regs.X[29],
+			PC:         t.Regs.PC,
+			Layout:     c.Layout,
+			ZeroFPEnds: true,
+		}
+		cfg.Stacks = append(cfg.Stacks, c.mem.stacks...)
+		for i := range cfg.Stacks {
+			if cfg.Stacks[i].Low <= t.Regs.SP && t.Regs.SP < cfg.Stacks[i].High {
+				cfg.Stacks[i].Kind = fp.Task
+			}
+		}
+		var out []unwind.Frame
+		for f, err := range fp.Frames(&cfg) {
+			if err != nil {
+				return out, err
+			}
+			fr := unwind.Frame{PC: f.PC, Raw: f.Raw, Symbol: c.sym.Name(f.PC), Stack: f.Stack, Source: unwind.SourceFrame}
+			if f.Source == fp.SourceCaller {
+				fr.Source = unwind.SourceCaller
+			}
+			out = append(out, fr)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("core: unknown method %v", method)
+}
+
+// Compare unwinds thread t with both techniques and lines the traces up
+// with unwind.CompareTraces, which explains each frame only one of them
+// has. The errors of the two unwinds are in the Comparison.
+func (c *Core) Compare(t *Thread) *unwind.Comparison {
+	s, serr := c.Frames(t, unwind.MethodSCS)
+	f, ferr := c.Frames(t, unwind.MethodFP)
+	cmp := unwind.CompareTraces(c.sym, s, f)
+	cmp.SCSErr, cmp.FPErr = serr, ferr
+	return cmp
+}
+
+// X30Only returns the PAC-stripped x30 of thread t when it is a return
+// address that neither technique reports: it differs from the first lr
+// the frame-record walk found, so the crashing function had not saved it
+// (a leaf, or a function stopped before its prologue). Neither technique
+// reads x30, as the kernel's unwinder does not; gdb finds that caller
+// through the call frame information. When x30 equals that first lr (a
+// shrink-wrapped recursive function stopped before its prologue), an
+// unsaved x30 cannot be told from a saved one and ok is false.
+func (c *Core) X30Only(t *Thread) (pc uint64, ok bool) {
+	x30 := c.Layout.Strip(t.Regs.X[30])
+	if x30 == 0 {
+		return 0, false
+	}
+	fs, _ := c.Frames(t, unwind.MethodFP)
+	if len(fs) > 1 && fs[1].PC == x30 {
+		return 0, false
+	}
+	return x30, true
+}

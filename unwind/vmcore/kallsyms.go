@@ -1,0 +1,213 @@
+package vmcore
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// KSym is a kernel symbol: Type is kallsyms' type letter ('T', 't', 'D',
+// ...); Size is the distance to the next symbol's address (0 for the
+// last), as the kernel's own kallsyms_lookup_size_offset computes it.
+type KSym struct {
+	Name string
+	Addr uint64
+	Type byte
+	Size uint64
+}
+
+// Limits on the kallsyms tables read from a dump.
+const (
+	maxKallsyms     = 1 << 22 // symbols
+	maxKallsymsName = 1024    // expanded name bytes (KSYM_NAME_LEN is 512)
+)
+
+// Kallsyms decodes the kernel's compressed symbol table from the dump
+// (kernel/kallsyms.c: kallsyms_num_syms, kallsyms_names with one- or
+// two-byte lengths, kallsyms_token_table/_index, kallsyms_offsets relative
+// to kallsyms_relative_base), at the addresses VMCOREINFO gives. The
+// symbols are sorted by address.
+func (v *Vmcore) Kallsyms() ([]KSym, error) {
+	if !v.HasInfo {
+		return nil, fmt.Errorf("%s: no VMCOREINFO: kallsyms tables unknown", v.Path)
+	}
+	addr := map[string]uint64{}
+	for _, s := range []string{"kallsyms_num_syms", "kallsyms_names", "kallsyms_token_table", "kallsyms_token_index", "kallsyms_offsets", "kallsyms_relative_base"} {
+		a, ok := v.Info.Symbol(s)
+		if !ok {
+			return nil, fmt.Errorf("%s: VMCOREINFO lacks SYMBOL(%s)", v.Path, s)
+		}
+		addr[s] = a
+	}
+	le := binary.LittleEndian
+	var b4 [4]byte
+	if err := v.ReadVirt(b4[:], addr["kallsyms_num_syms"]); err != nil {
+		return nil, fmt.Errorf("kallsyms_num_syms: %w", err)
+	}
+	num := le.Uint32(b4[:])
+	if num == 0 || num > maxKallsyms || int64(num)*4 > v.f.Size {
+		return nil, fmt.Errorf("%s: kallsyms_num_syms %d outside [1, %d] or larger than the dump can hold", v.Path, num, maxKallsyms)
+	}
+	base, err := v.ReadVirt64(addr["kallsyms_relative_base"])
+	if err != nil {
+		return nil, fmt.Errorf("kallsyms_relative_base: %w", err)
+	}
+	idx := make([]byte, 512)
+	if err := v.ReadVirt(idx, addr["kallsyms_token_index"]); err != nil {
+		return nil, fmt.Errorf("kallsyms_token_index: %w", err)
+	}
+	var maxIdx uint16
+	for i := range 256 {
+		maxIdx = max(maxIdx, le.Uint16(idx[2*i:]))
+	}
+	// The token table ends with the NUL of the token at the largest
+	// index; tokens are short, so read that plus a margin.
+	tt := make([]byte, int(maxIdx)+256)
+	if err := v.readVirtUpTo(tt, addr["kallsyms_token_table"]); err != nil {
+		return nil, fmt.Errorf("kallsyms_token_table: %w", err)
+	}
+	var tokens [256]string
+	for i := range 256 {
+		o := int(le.Uint16(idx[2*i:]))
+		e := o
+		for e < len(tt) && tt[e] != 0 {
+			e++
+		}
+		if e == len(tt) {
+			return nil, fmt.Errorf("%s: kallsyms token %d at %d is not NUL-terminated", v.Path, i, o)
+		}
+		tokens[i] = string(tt[o:e])
+	}
+	offs := make([]byte, 4*int(num))
+	if err := v.ReadVirt(offs, addr["kallsyms_offsets"]); err != nil {
+		return nil, fmt.Errorf("kallsyms_offsets: %w", err)
+	}
+	names := &virtStream{v: v, va: addr["kallsyms_names"]}
+	var out []KSym
+	var sb strings.Builder
+	for i := range int(num) {
+		n, err := names.byte()
+		if err != nil {
+			return out, fmt.Errorf("kallsyms_names, symbol %d: %w", i, err)
+		}
+		ln := int(n)
+		if n&0x80 != 0 {
+			hi, err := names.byte()
+			if err != nil {
+				return out, fmt.Errorf("kallsyms_names, symbol %d: %w", i, err)
+			}
+			ln = int(n&0x7f) | int(hi)<<7
+		}
+		sb.Reset()
+		for range ln {
+			t, err := names.byte()
+			if err != nil {
+				return out, fmt.Errorf("kallsyms_names, symbol %d: %w", i, err)
+			}
+			sb.WriteString(tokens[t])
+			if sb.Len() > maxKallsymsName {
+				return out, fmt.Errorf("%s: kallsyms symbol %d expands beyond %d bytes", v.Path, i, maxKallsymsName)
+			}
+		}
+		s := sb.String()
+		if s == "" {
+			return out, fmt.Errorf("%s: kallsyms symbol %d is empty", v.Path, i)
+		}
+		out = append(out, KSym{Type: s[0], Name: s[1:], Addr: base + uint64(le.Uint32(offs[4*i:]))})
+	}
+	SortSizes(out)
+	return out, nil
+}
+
+// readVirtUpTo reads b at va, accepting a short read when the end runs
+// into unmapped memory (zeroing the rest).
+func (v *Vmcore) readVirtUpTo(b []byte, va uint64) error {
+	ps := v.pageSize()
+	first := true
+	for len(b) > 0 {
+		n := min(uint64(len(b)), ps-va%ps)
+		if err := v.ReadVirt(b[:n], va); err != nil {
+			if first {
+				return err
+			}
+			clear(b)
+			return nil
+		}
+		first = false
+		b, va = b[n:], va+n
+	}
+	return nil
+}
+
+// virtStream reads bytes sequentially from kernel virtual memory a page at
+// a time.
+type virtStream struct {
+	v   *Vmcore
+	va  uint64
+	buf []byte
+}
+
+func (s *virtStream) byte() (byte, error) {
+	if len(s.buf) == 0 {
+		ps := s.v.pageSize()
+		s.buf = make([]byte, ps-s.va%ps)
+		if err := s.v.ReadVirt(s.buf, s.va); err != nil {
+			s.buf = nil
+			return 0, err
+		}
+		s.va += uint64(len(s.buf))
+	}
+	c := s.buf[0]
+	s.buf = s.buf[1:]
+	return c, nil
+}
+
+// ParseKallsyms reads /proc/kallsyms text ("ADDR TYPE NAME [MODULE]" per
+// line), sorted by address with sizes from the next symbol.
+func ParseKallsyms(r io.Reader) ([]KSym, error) {
+	var out []KSym
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 4096), 1<<16)
+	for ln := 1; sc.Scan(); ln++ {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) < 3 || len(f[1]) != 1 {
+			return nil, fmt.Errorf("kallsyms line %d: %q is not ADDR TYPE NAME", ln, sc.Text())
+		}
+		a, err := strconv.ParseUint(f[0], 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("kallsyms line %d: address %q: %v", ln, f[0], err)
+		}
+		out = append(out, KSym{Name: f[2], Addr: a, Type: f[1][0]})
+		if len(out) > maxKallsyms {
+			return nil, fmt.Errorf("kallsyms: more than %d symbols", maxKallsyms)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	SortSizes(out)
+	return out, nil
+}
+
+// SortSizes sorts syms by address and sets each Size to the distance to
+// the next higher address.
+func SortSizes(syms []KSym) {
+	sort.SliceStable(syms, func(i, j int) bool { return syms[i].Addr < syms[j].Addr })
+	var next uint64 // the nearest higher address, 0 for none
+	for i := len(syms) - 1; i >= 0; i-- {
+		if i+1 < len(syms) && syms[i+1].Addr > syms[i].Addr {
+			next = syms[i+1].Addr
+		}
+		syms[i].Size = 0
+		if next > syms[i].Addr {
+			syms[i].Size = next - syms[i].Addr
+		}
+	}
+}

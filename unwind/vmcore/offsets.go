@@ -1,0 +1,69 @@
+package vmcore
+
+import "fmt"
+
+// Offset is a structure offset or size and where it came from.
+type Offset struct {
+	Value uint64
+	// Source is "btf", "table <version>" (the per-version table, checked
+	// against that version's source) or "" when unknown.
+	Source string
+}
+
+// OffsetKeys are the offsets an unwinder of a vmcore needs: member paths
+// (byte offsets) and "sizeof(struct)".
+var OffsetKeys = []string{
+	"task_struct.thread_info", "task_struct.stack", "task_struct.thread.cpu_context",
+	"thread_info.scs_base", "thread_info.scs_sp",
+	"cpu_context.fp", "cpu_context.sp", "cpu_context.pc",
+	"pt_regs.regs", "pt_regs.sp", "pt_regs.pc", "pt_regs.pstate", "pt_regs.stackframe", "sizeof(pt_regs)",
+}
+
+// offsetTable holds the config-independent layouts per kernel version,
+// read from arch/arm64/include/asm/{ptrace,processor}.h of Debian's
+// linux-source-6.1 and linux-source-6.12 (struct pt_regs is the same in
+// both: regs[31], sp, pc, pstate, orig_x0, syscallno, unused2, sdei_ttbr1,
+// pmr_save, stackframe[2], lockdep_hardirqs, exit_rcu). task_struct and
+// thread_info depend on the configuration and are not tabulated (with
+// CONFIG_THREAD_INFO_IN_TASK, as arm64 always has, thread_info is at 0).
+var offsetTable = map[string]map[string]uint64{
+	"6.1":  armLayout,
+	"6.12": armLayout,
+}
+
+var armLayout = map[string]uint64{
+	"task_struct.thread_info": 0,
+	"cpu_context.fp":          80, "cpu_context.sp": 88, "cpu_context.pc": 96,
+	"pt_regs.regs": 0, "pt_regs.sp": 248, "pt_regs.pc": 256, "pt_regs.pstate": 264,
+	"pt_regs.stackframe": 304, "sizeof(pt_regs)": 336,
+}
+
+// Offsets returns every key of OffsetKeys: from btf when it is non-nil and
+// has the member, else from the table for the dump's kernel version, else
+// unknown (Source "").
+func (v *Vmcore) Offsets(btf *BTF) map[string]Offset {
+	out := map[string]Offset{}
+	ver := fmt.Sprintf("%d.%d", v.Info.Major, v.Info.Minor)
+	tab := offsetTable[ver]
+	for _, k := range OffsetKeys {
+		if btf != nil {
+			var val uint64
+			var err error
+			if len(k) > 7 && k[:7] == "sizeof(" {
+				val, err = btf.Size(k[7 : len(k)-1])
+			} else {
+				val, err = btf.Offset(k)
+			}
+			if err == nil {
+				out[k] = Offset{Value: val, Source: "btf"}
+				continue
+			}
+		}
+		if val, ok := tab[k]; ok {
+			out[k] = Offset{Value: val, Source: "table " + ver}
+			continue
+		}
+		out[k] = Offset{}
+	}
+	return out
+}
