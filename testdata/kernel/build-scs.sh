@@ -1,0 +1,79 @@
+#!/bin/sh
+# Build an arm64 kernel with CONFIG_SHADOW_CALL_STACK from Debian's kernel sources, with clang.
+#
+#   sh testdata/kernel/build-scs.sh 6.12          # linux-source-6.12, entry code as shipped
+#   sh testdata/kernel/build-scs.sh 6.1           # linux-source-6.1, entry code as shipped
+#   sh testdata/kernel/build-scs.sh 6.1-onstack   # 6.1 with scs-onstack.patch (x18 kept on the stack)
+#
+# Needs: linux-source-6.1/-6.12 (tarballs in /usr/src), clang, lld, llvm, flex, bison, bc,
+# libelf-dev, libssl-dev, dwarves (pahole, for BTF). Everything big goes under $KCAP
+# (default /work/kcap), never into git:
+#   $KCAP/src/linux-source-V          extracted source (shared, read-only for the build)
+#   $KCAP/build/scs-NAME              the O= build tree
+#   $KCAP/scs/scs-NAME/{Image,vmlinux,System.map,config,build.log,build-time}
+# The fragment scs.config (beside this script) is applied on top of `make tinyconfig`, and every
+# line of it must read =y in the final .config, or the script fails.
+# CI never runs this; the captures made with these kernels are committed.
+set -eu
+name=${1:?usage: build-scs.sh 6.12|6.1|6.1-onstack}
+here=$(cd "$(dirname "$0")" && pwd)
+KCAP=${KCAP:-/work/kcap}
+JOBS=${JOBS:-2}
+ver=${name%%-*}
+case $name in
+6.1 | 6.12 | 6.1-onstack) ;;
+*) echo "unknown kernel $name" >&2; exit 2 ;;
+esac
+
+src=$KCAP/src/linux-source-$ver
+if [ ! -d "$src" ]; then
+	mkdir -p "$KCAP/src"
+	(cd "$KCAP/src" && tar xf "/usr/src/linux-source-$ver.tar.xz")
+fi
+if [ "$name" = 6.1-onstack ]; then
+	# A hard-linked copy; patch(1) replaces entry.S by a new file, the original stays intact.
+	psrc=$KCAP/src/linux-source-$name
+	if [ ! -d "$psrc" ]; then
+		cp -al "$src" "$psrc.tmp"
+		(cd "$psrc.tmp" && patch -p1 <"$here/scs-onstack.patch")
+		mv "$psrc.tmp" "$psrc"
+	fi
+	src=$psrc
+fi
+
+out=$KCAP/build/scs-$name
+dest=$KCAP/scs/scs-$name
+mkdir -p "$out" "$dest"
+mk() { nice make -C "$src" O="$out" ARCH=arm64 LLVM=1 "$@"; }
+
+start=$(date +%s)
+mk tinyconfig >/dev/null
+apply() {
+	grep '^CONFIG_' "$here/scs.config" | while IFS== read -r opt _; do
+		"$src/scripts/config" --file "$out/.config" --enable "${opt#CONFIG_}"
+	done
+	sed -n 's/^# CONFIG_\(.*\) is not set$/\1/p' "$here/scs.config" | while read -r opt; do
+		"$src/scripts/config" --file "$out/.config" --disable "$opt"
+	done
+}
+apply
+mk olddefconfig >/dev/null
+# Each option may need another one to stick; a second pass settles choices and dependencies.
+apply
+mk olddefconfig >/dev/null
+bad=0
+for opt in $(grep '^CONFIG_' "$here/scs.config" | cut -d= -f1); do
+	if ! grep -qx "$opt=y" "$out/.config"; then
+		echo "build-scs: $opt is not =y: $(grep "^$opt=\|# $opt is" "$out/.config" || echo absent)" >&2
+		bad=1
+	fi
+done
+[ $bad = 0 ] || exit 1
+
+mk -j"$JOBS" Image >"$dest/build.log" 2>&1 || { tail -40 "$dest/build.log" >&2; exit 1; }
+end=$(date +%s)
+
+cp "$out/arch/arm64/boot/Image" "$out/vmlinux" "$out/System.map" "$dest/"
+cp "$out/.config" "$dest/config"
+echo "$((end - start)) s wall for config+Image, make -j$JOBS under nice, $(nproc) cores, $(date -u +%F)" >"$dest/build-time"
+cat "$dest/build-time"
