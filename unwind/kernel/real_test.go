@@ -1,0 +1,162 @@
+package kernel_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/unwind/kernel"
+)
+
+// captures returns the shipped kernel captures that have trimmed vmcores.
+func captures(t *testing.T) []string {
+	t.Helper()
+	ms, err := filepath.Glob("../../testdata/kernel/*/syms.txt.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range ms {
+		out = append(out, filepath.Dir(m))
+	}
+	// Debian's 6.1 and 6.12 are shipped; SCS builds join when captured.
+	for _, want := range []string{"deb-6.1", "deb-6.12"} {
+		found := false
+		for _, d := range out {
+			found = found || filepath.Base(d) == want
+		}
+		if !found {
+			t.Errorf("capture %s with trimmed vmcores is missing", want)
+		}
+	}
+	return out
+}
+
+// TestRealKernelsMatchPrintedTrace checks, on every shipped capture of a
+// real kernel, that the FP walk over the vmcore with the kernel's own rules
+// contains the kernel's printed Call trace frame by frame
+// (function+offset/size), for the stopped CPU of each stop (from its
+// dumped registers, across the IRQ stack and pt_regs into the interrupted
+// task, down to the final frame) and for every blocked task of sysrq-t
+// (from cpu_context).
+func TestRealKernelsMatchPrintedTrace(t *testing.T) {
+	for _, dir := range captures(t) {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			cp, err := kernel.OpenCapture(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cpuFrames, taskTraces, taskFrames := 0, 0, 0
+			for i := range cp.Expected.Stops {
+				s := &cp.Expected.Stops[i]
+				k, err := cp.Kernel(s)
+				if err != nil {
+					t.Fatalf("%s: %v", s.Name, err)
+				}
+				in := &k.V.Info
+				if k.ABI != kernel.ABIFor(in.Major, in.Minor) || (in.Major == 6 && in.Minor <= 12 && k.ABI != kernel.ABIFinalRecord) {
+					t.Errorf("%s: kernel %s got rules %v", s.Name, in.OSRelease, k.ABI)
+				}
+				rep := k.Unwind(s.Name == "t")
+				c := rep.CPUs[s.StoppedCPU]
+				if c.Err != nil || c.End != kernel.EndFinal {
+					t.Fatalf("%s: cpu %d walk ended %v: %v", s.Name, s.StoppedCPU, c.End, c.Err)
+				}
+				ws := k.Strings(c.Frames)
+				if s.Trace < 0 {
+					t.Fatalf("%s: no printed trace for the stopped CPU", s.Name)
+				}
+				printed := cp.Expected.Traces[s.Trace].Frames
+				if _, err := kernel.MatchPrinted(ws, printed); err != nil {
+					t.Errorf("%s: cpu %d: %v\nwalk:    %s\nprinted: %s", s.Name, s.StoppedCPU, err, strings.Join(ws, " "), strings.Join(printed, " "))
+				}
+				n := len(printed) - kernel.PrintedFrom(printed)
+				cpuFrames += n
+				t.Logf("%s: cpu %d: walk of %d frames contains the %d printed frames from %s; stacks: %s", s.Name, s.StoppedCPU, len(ws), n, printed[kernel.PrintedFrom(printed)], kernel.StacksString(c.Walk))
+				checkScenario(t, k, s, c.Frames, ws)
+				if s.Name != "t" {
+					continue
+				}
+				if rep.TasksErr != nil {
+					t.Fatalf("task list: %v", rep.TasksErr)
+				}
+				byPID := map[int]*kernel.TaskResult{}
+				for j := range rep.Tasks {
+					byPID[rep.Tasks[j].Task.PID] = &rep.Tasks[j]
+				}
+				for _, tr := range cp.Expected.Traces {
+					if tr.Scenario != "t" || tr.PID < 0 {
+						continue
+					}
+					if tr.State == "R" {
+						// Runnable or running: its cpu_context may change
+						// between the dump and the print (the writer, sh,
+						// is the stopped CPU's trace above).
+						t.Logf("t: %s (pid %d) state R: not compared", tr.Comm, tr.PID)
+						continue
+					}
+					taskTraces++
+					w := byPID[tr.PID]
+					if w == nil {
+						t.Errorf("t: printed task %s pid %d is not in the dump's task list", tr.Comm, tr.PID)
+						continue
+					}
+					got := k.Strings(w.Frames)
+					if w.Err != nil || w.End != kernel.EndFinal || strings.Join(got, " ") != strings.Join(tr.Frames, " ") {
+						t.Errorf("t: %s pid %d: walk (%v %v)\n  %s\nprinted\n  %s", tr.Comm, tr.PID, w.End, w.Err, strings.Join(got, " "), strings.Join(tr.Frames, " "))
+						continue
+					}
+					taskFrames += len(got)
+				}
+			}
+			if taskTraces == 0 {
+				t.Error("no blocked task compared")
+			}
+			t.Logf("stopped CPUs: %d printed frames matched; blocked tasks: %d traces, %d frames matched exactly", cpuFrames, taskTraces, taskFrames)
+			fmt.Fprintf(os.Stderr, "")
+		})
+	}
+}
+
+// checkScenario checks what each stop must show beyond the printed trace.
+func checkScenario(t *testing.T, k *kernel.Kernel, s *kernel.Stop, fs []kernel.Frame, ws []string) {
+	t.Helper()
+	last := kernel.FuncOf(ws[len(ws)-1])
+	if last != "el0t_64_sync" && last != "ret_from_fork" {
+		t.Errorf("%s: the walk ends in %s, not at a task's first frame", s.Name, ws[len(ws)-1])
+	}
+	signed := 0
+	for _, f := range fs {
+		if f.Raw != f.PC {
+			signed++
+		}
+	}
+	if signed == 0 {
+		t.Errorf("%s: no PAC-signed return address was stripped", s.Name)
+	}
+	if fs[0].Source != kernel.SourceRegsPC || kernel.FuncOf(ws[0]) != s.Func || fs[1].Source != kernel.SourceLR {
+		t.Errorf("%s: the walk starts %s (%v), %v; want the breakpoint function %s and x30", s.Name, ws[0], fs[0].Source, fs[1].Source, s.Func)
+	}
+	switch s.Name {
+	case "l-ipi":
+		// Across the IRQ stack into the interrupted task: call_on_irq_stack's
+		// record is the last on the IRQ stack, el1h_64_irq's pt_regs follow.
+		irq, task, col, el1 := false, false, false, false
+		for i, f := range fs {
+			irq = irq || f.Stack == fp.IRQ
+			task = task || f.Stack == fp.Task && irq
+			col = col || kernel.FuncOf(ws[i]) == "call_on_irq_stack" && f.Stack == fp.IRQ
+			el1 = el1 || kernel.FuncOf(ws[i]) == "el1h_64_irq"
+		}
+		if !irq || !task || !col || !el1 {
+			t.Errorf("l-ipi: irq stack %v, then task stack %v, call_on_irq_stack %v, el1h_64_irq %v", irq, task, col, el1)
+		}
+	case "l-syscall", "t":
+		if last != "el0t_64_sync" {
+			t.Errorf("%s: the writer's syscall does not end at el0t_64_sync: %s", s.Name, ws[len(ws)-1])
+		}
+	}
+}

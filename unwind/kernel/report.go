@@ -1,0 +1,122 @@
+package kernel
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Result is one walk's outcome.
+type Result struct {
+	Walk   *Walk
+	Frames []Frame
+	End    End
+	Err    error
+}
+
+// CPUResult is the walk of one CPU from its dumped registers.
+type CPUResult struct {
+	CPU int
+	Result
+}
+
+// TaskResult is the walk of one task from its cpu_context.
+type TaskResult struct {
+	Task Task
+	// Running is set for tasks that are some CPU's current task: their
+	// cpu_context is stale.
+	Running bool
+	Result
+}
+
+// Report is every walk of one dump.
+type Report struct {
+	CPUs  []CPUResult
+	Tasks []TaskResult
+	// TasksErr is the error of the task-list walk.
+	TasksErr error
+}
+
+func run(w *Walk, err error) Result {
+	if err != nil {
+		return Result{Err: err}
+	}
+	fs, end, err := w.Run()
+	return Result{Walk: w, Frames: fs, End: end, Err: err}
+}
+
+// Unwind walks every CPU from its registers and, with tasks, every task
+// of the task list from its cpu_context.
+func (k *Kernel) Unwind(tasks bool) *Report {
+	r := &Report{}
+	var current []uint64
+	for c := range k.V.CPUs {
+		w, err := k.CPUWalk(c)
+		r.CPUs = append(r.CPUs, CPUResult{CPU: c, Result: run(w, err)})
+		t, _, _ := k.Current(c)
+		current = append(current, t)
+	}
+	if !tasks {
+		return r
+	}
+	var start uint64
+	for _, t := range current {
+		if t != 0 {
+			start = t
+			break
+		}
+	}
+	ts, err := k.Tasks(start)
+	r.TasksErr = err
+	for _, t := range ts {
+		tr := TaskResult{Task: t}
+		for _, c := range current {
+			tr.Running = tr.Running || c == t.Addr
+		}
+		w, err := k.TaskWalk(t)
+		tr.Result = run(w, err)
+		r.Tasks = append(r.Tasks, tr)
+	}
+	return r
+}
+
+// Strings formats frames as the kernel prints them.
+func (k *Kernel) Strings(fs []Frame) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = k.Format(f.PC)
+	}
+	return out
+}
+
+// Describe writes a walk frame by frame: the printed form, the source,
+// the stack and the raw value when a PAC was stripped.
+func (k *Kernel) Describe(w io.Writer, r *Result) {
+	for i, f := range r.Frames {
+		raw := ""
+		if f.Raw != f.PC {
+			raw = fmt.Sprintf(" (raw %#x)", f.Raw)
+		}
+		fmt.Fprintf(w, "  #%-2d %-48s %-11s %-8s%s\n", i, k.Format(f.PC), f.Source, f.Stack, raw)
+	}
+	end := "final frame (task pt_regs stackframe)"
+	switch r.End {
+	case EndError:
+		end = "error"
+	case EndLimit:
+		end = "frame limit"
+	}
+	if r.Err != nil {
+		end += ": " + r.Err.Error()
+	}
+	fmt.Fprintf(w, "  end: %s\n", end)
+}
+
+// StacksString lists a walk's stacks and where their bounds came from.
+func StacksString(w *Walk) string {
+	var b strings.Builder
+	for _, s := range w.Stacks {
+		fmt.Fprintf(&b, "%s [%#x, %#x) %s; ", s.Kind, s.Low, s.High, s.How)
+	}
+	return strings.TrimSuffix(b.String(), "; ")
+}
