@@ -76,7 +76,7 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 				n := len(printed) - kernel.PrintedFrom(printed)
 				cpuFrames += n
 				t.Logf("%s: cpu %d: walk of %d frames contains the %d printed frames from %s; stacks: %s", s.Name, s.StoppedCPU, len(ws), n, printed[kernel.PrintedFrom(printed)], kernel.StacksString(c.Walk))
-				checkScenario(t, k, s, c.Frames, ws)
+				checkScenario(t, cp, k, s, c.Frames, ws)
 				if s.Name != "t" {
 					continue
 				}
@@ -122,7 +122,7 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 }
 
 // checkScenario checks what each stop must show beyond the printed trace.
-func checkScenario(t *testing.T, k *kernel.Kernel, s *kernel.Stop, fs []kernel.Frame, ws []string) {
+func checkScenario(t *testing.T, cp *kernel.Capture, k *kernel.Kernel, s *kernel.Stop, fs []kernel.Frame, ws []string) {
 	t.Helper()
 	last := kernel.FuncOf(ws[len(ws)-1])
 	if last != "el0t_64_sync" && last != "ret_from_fork" {
@@ -153,6 +153,20 @@ func checkScenario(t *testing.T, k *kernel.Kernel, s *kernel.Stop, fs []kernel.F
 		}
 		if !irq || !task || !col || !el1 {
 			t.Errorf("l-ipi: irq stack %v, then task stack %v, call_on_irq_stack %v, el1h_64_irq %v", irq, task, col, el1)
+		}
+		// Exactly one exception boundary: the frame after el1h_64_irq is
+		// the interrupted pc, from the synthetic record in pt_regs (6.12
+		// prints the trace from there: show_regs).
+		var b []int
+		for i, f := range fs {
+			if f.Source == kernel.SourcePtRegs {
+				b = append(b, i)
+			}
+		}
+		if len(b) != 1 || kernel.FuncOf(ws[b[0]-1]) != "el1h_64_irq" {
+			t.Errorf("l-ipi: exception boundaries at %v", b)
+		} else if p := cp.Expected.Traces[s.Trace].Frames; k.V.Info.Minor == 12 && ws[b[0]] != p[kernel.PrintedFrom(p)] {
+			t.Errorf("l-ipi: 6.12 prints from %s, the boundary is %s", p[kernel.PrintedFrom(p)], ws[b[0]])
 		}
 	case "l-syscall", "t":
 		if last != "el0t_64_sync" {

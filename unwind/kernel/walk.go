@@ -82,7 +82,9 @@ const (
 	SourceTask
 	// SourceFrame is the lr of a frame record.
 	SourceFrame
-	// SourcePtRegs is regs->pc at a PT_REGS meta record (6.13+ ABI).
+	// SourcePtRegs is regs->pc at an exception boundary: read from a
+	// PT_REGS meta record's pt_regs (6.13+ ABI), or the lr of the
+	// synthetic record {x29, elr} EL1 entry writes into pt_regs (<= 6.12).
 	SourcePtRegs
 )
 
@@ -207,9 +209,43 @@ func (w *Walk) Run() ([]Frame, End, error) {
 			continue
 		}
 		w.commit(low, &cur, i, fpv, 16)
-		out = append(out, Frame{PC: w.Layout.Strip(npc), Raw: npc, FP: nfp, Source: SourceFrame, Stack: w.Stacks[i].Kind})
+		src := SourceFrame
+		if w.ABI == ABIFinalRecord && w.synthetic(fpv, nfp, npc) {
+			src = SourcePtRegs
+		}
+		out = append(out, Frame{PC: w.Layout.Strip(npc), Raw: npc, FP: nfp, Source: src, Stack: w.Stacks[i].Kind})
 		fpv = nfp
 	}
+}
+
+// synthetic reports whether the record {nfp, npc} at fpv is the one EL1
+// entry writes into pt_regs->stackframe: regs->regs[29] and regs->pc of
+// the pt_regs around it hold the same values. It only labels the frame
+// (the kernel follows the record like any other); the pt_regs must lie on
+// the same stack.
+func (w *Walk) synthetic(fpv, nfp, npc uint64) bool {
+	if fpv < w.Regs.StackFrame || w.Regs.Size == 0 {
+		return false
+	}
+	regs := fpv - w.Regs.StackFrame
+	s := w.kindOfStack(fpv)
+	if s == nil || regs < s.Low || regs+w.Regs.Size > s.High || regs+w.Regs.Size < regs {
+		return false
+	}
+	var b [8]byte
+	if w.Mem.ReadVirt(b[:], regs+w.Regs.PC) != nil || binary.LittleEndian.Uint64(b[:]) != npc {
+		return false
+	}
+	return w.Mem.ReadVirt(b[:], regs+w.Regs.X29) == nil && binary.LittleEndian.Uint64(b[:]) == nfp
+}
+
+func (w *Walk) kindOfStack(a uint64) *Stack {
+	for i := range w.Stacks {
+		if a >= w.Stacks[i].Low && a < w.Stacks[i].High {
+			return &w.Stacks[i]
+		}
+	}
+	return nil
 }
 
 // meta handles a {0, 0} record under the 6.13+ ABI.

@@ -59,6 +59,8 @@ func chain(abi ABI) (*wordMem, *Walk) {
 	if abi == ABIFinalRecord {
 		m.set(regs+304, taskLo+0x3800) // synthetic {x29, elr}
 		m.set(regs+312, 0x2000)
+		m.set(regs+256, 0x2000)
+		m.set(regs+29*8, taskLo+0x3800)
 	} else {
 		m.set(regs+320, fp.MetaPtRegs)
 		m.set(regs+256, 0x2000)
@@ -96,6 +98,11 @@ func TestWalkABIs(t *testing.T) {
 		}
 		if fs[2].Stack != fp.IRQ || fs[3].Stack != fp.Task {
 			t.Errorf("%v: stacks %v %v", abi, fs[2].Stack, fs[3].Stack)
+		}
+		for i, f := range fs {
+			if (f.Source == SourcePtRegs) != (i == 5) {
+				t.Errorf("%v: frame %d %#x source %v", abi, i, f.PC, f.Source)
+			}
 		}
 	}
 }
