@@ -6,6 +6,11 @@
 //
 //	go run ./examples/unwinddump testdata/arm64/snapshots/clang-pacret-pauth-signal.json
 //	go run ./examples/unwinddump CORE EXE [LIB...]
+//	go run ./examples/unwinddump testdata/kernel/deb-6.12
+//
+// A kernel capture directory (testdata/kernel/NAME) is unwound stop by
+// stop with the rules of its kernel version, beside the kernel's own
+// printed Call trace.
 package main
 
 import (
@@ -20,11 +25,13 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: unwinddump SNAPSHOT.json | unwinddump CORE EXE [LIB...]")
+		fmt.Fprintln(os.Stderr, "usage: unwinddump SNAPSHOT.json | unwinddump CORE EXE [LIB...] | unwinddump KERNEL-CAPTURE-DIR")
 		os.Exit(2)
 	}
 	var err error
-	if isELF(os.Args[1]) {
+	if isKernelCapture(os.Args[1]) {
+		err = dumpKernel(os.Stdout, os.Args[1])
+	} else if isELF(os.Args[1]) {
 		err = dumpCore(os.Stdout, os.Args[1], os.Args[2:])
 	} else {
 		err = dump(os.Stdout, os.Args[1])

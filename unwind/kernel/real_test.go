@@ -1,14 +1,14 @@
 package kernel_test
 
 import (
-	"fmt"
-	"os"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/unwind/kernel"
+	"golang.org/x/sys/unix"
 )
 
 // captures returns the shipped kernel captures that have trimmed vmcores.
@@ -66,6 +66,9 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 					t.Fatalf("%s: cpu %d walk ended %v: %v", s.Name, s.StoppedCPU, c.End, c.Err)
 				}
 				ws := k.Strings(c.Frames)
+				if !k.HasSCS() && !errors.Is(c.SCSErr, unix.ENOSYS) {
+					t.Errorf("%s: SCS copy of a kernel without SCS: %v, want ENOSYS", s.Name, c.SCSErr)
+				}
 				if s.Trace < 0 {
 					t.Fatalf("%s: no printed trace for the stopped CPU", s.Name)
 				}
@@ -116,7 +119,6 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 				t.Error("no blocked task compared")
 			}
 			t.Logf("stopped CPUs: %d printed frames matched; blocked tasks: %d traces, %d frames matched exactly", cpuFrames, taskTraces, taskFrames)
-			fmt.Fprintf(os.Stderr, "")
 		})
 	}
 }

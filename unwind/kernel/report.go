@@ -14,10 +14,14 @@ type Result struct {
 	Err    error
 }
 
-// CPUResult is the walk of one CPU from its dumped registers.
+// CPUResult is the walk of one CPU from its dumped registers, and its
+// shadow call stack copy ([Kernel.SCSCopyCPU]).
 type CPUResult struct {
 	CPU int
 	Result
+	SCS      []Frame
+	SCSNotes []string
+	SCSErr   error
 }
 
 // TaskResult is the walk of one task from its cpu_context.
@@ -27,6 +31,8 @@ type TaskResult struct {
 	// cpu_context is stale.
 	Running bool
 	Result
+	SCS    []Frame
+	SCSErr error
 }
 
 // Report is every walk of one dump.
@@ -46,13 +52,17 @@ func run(w *Walk, err error) Result {
 }
 
 // Unwind walks every CPU from its registers and, with tasks, every task
-// of the task list from its cpu_context.
+// of the task list from its cpu_context, each with both techniques (the
+// shadow call stack copy fails with ErrNotSupported on kernels without
+// CONFIG_SHADOW_CALL_STACK).
 func (k *Kernel) Unwind(tasks bool) *Report {
 	r := &Report{}
 	var current []uint64
 	for c := range k.V.CPUs {
 		w, err := k.CPUWalk(c)
-		r.CPUs = append(r.CPUs, CPUResult{CPU: c, Result: run(w, err)})
+		cr := CPUResult{CPU: c, Result: run(w, err)}
+		cr.SCS, cr.SCSNotes, cr.SCSErr = k.SCSCopyCPU(c, cr.Frames)
+		r.CPUs = append(r.CPUs, cr)
 		t, _, _ := k.Current(c)
 		current = append(current, t)
 	}
@@ -75,6 +85,7 @@ func (k *Kernel) Unwind(tasks bool) *Report {
 		}
 		w, err := k.TaskWalk(t)
 		tr.Result = run(w, err)
+		tr.SCS, tr.SCSErr = k.SCSCopyTask(t)
 		r.Tasks = append(r.Tasks, tr)
 	}
 	return r

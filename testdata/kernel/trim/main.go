@@ -176,7 +176,18 @@ func main() {
 				log.Fatalf("%s: walk %d differs on the trimmed dump: %v vs %v", s.Name, j, a[j].Err, b[j].Err)
 			}
 		}
-		fmt.Printf("%s: %d walks identical on the trimmed dump\n", s.Name, len(a))
+		fa, fb := reports[s.Name], rep
+		for j := range fa.CPUs {
+			if !reflect.DeepEqual(fa.CPUs[j].SCS, fb.CPUs[j].SCS) || (fa.CPUs[j].SCSErr == nil) != (fb.CPUs[j].SCSErr == nil) {
+				log.Fatalf("%s: cpu %d SCS copy differs on the trimmed dump: %v vs %v", s.Name, j, fa.CPUs[j].SCSErr, fb.CPUs[j].SCSErr)
+			}
+		}
+		for j := range fa.Tasks {
+			if !reflect.DeepEqual(fa.Tasks[j].SCS, fb.Tasks[j].SCS) {
+				log.Fatalf("%s: task %d SCS copy differs on the trimmed dump", s.Name, fa.Tasks[j].Task.PID)
+			}
+		}
+		fmt.Printf("%s: %d walks and SCS copies identical on the trimmed dump\n", s.Name, len(a))
 	}
 }
 
