@@ -3,7 +3,8 @@
 #
 #   sh testdata/kernel/build-scs.sh 6.12          # linux-source-6.12, entry code as shipped
 #   sh testdata/kernel/build-scs.sh 6.1           # linux-source-6.1, entry code as shipped
-#   sh testdata/kernel/build-scs.sh 6.1-onstack   # 6.1 with scs-onstack.patch (x18 kept on the stack)
+#   sh testdata/kernel/build-scs.sh 6.12-onstack  # 6.12 with scs-onstack.patch (x18 kept on the stack)
+#   sh testdata/kernel/build-scs.sh 6.1-onstack   # 6.1 with scs-onstack.patch
 #
 # Needs: linux-source-6.1/-6.12 (tarballs in /usr/src), clang, lld, llvm, flex, bison, bc,
 # libelf-dev, libssl-dev, dwarves (pahole, for BTF). Everything big goes under $KCAP
@@ -15,13 +16,13 @@
 # line of it must read =y in the final .config, or the script fails.
 # CI never runs this; the captures made with these kernels are committed.
 set -eu
-name=${1:?usage: build-scs.sh 6.12|6.1|6.1-onstack}
+name=${1:?usage: build-scs.sh 6.12|6.1|6.12-onstack|6.1-onstack}
 here=$(cd "$(dirname "$0")" && pwd)
 KCAP=${KCAP:-/work/kcap}
 JOBS=${JOBS:-2}
 ver=${name%%-*}
 case $name in
-6.1 | 6.12 | 6.1-onstack) ;;
+6.1 | 6.12 | 6.1-onstack | 6.12-onstack) ;;
 *) echo "unknown kernel $name" >&2; exit 2 ;;
 esac
 
@@ -30,18 +31,18 @@ if [ ! -d "$src" ]; then
 	mkdir -p "$KCAP/src"
 	(cd "$KCAP/src" && tar xf "/usr/src/linux-source-$ver.tar.xz")
 fi
-if [ "$name" = 6.1-onstack ]; then
-	# A hard-linked copy; patch(1) replaces entry.S by a new file, the original stays intact.
-	psrc=$KCAP/src/linux-source-$name
-	if [ ! -d "$psrc" ]; then
-		cp -al "$src" "$psrc.tmp"
-		(cd "$psrc.tmp" && patch -p1 <"$here/scs-onstack.patch")
-		mv "$psrc.tmp" "$psrc"
-	fi
-	src=$psrc
-fi
-
 out=$KCAP/build/scs-$name
+if [ "$name" != "$ver" ]; then
+	# The patch touches one file, so when the VER build tree exists, start from a copy of it
+	# and patch the source in place for this build (entry.S becomes newer than entry.o, so only
+	# entry.o and the link are redone; the command lines, which name the source path, stay the
+	# same). The source is restored afterwards, even on failure.
+	if [ -f "$KCAP/build/scs-$ver/vmlinux" ] && [ ! -d "$out" ]; then
+		cp -a "$KCAP/build/scs-$ver" "$out"
+	fi
+	(cd "$src" && patch -p1 <"$here/scs-onstack.patch")
+	trap '(cd "$src" && patch -R -p1 <"$here/scs-onstack.patch")' EXIT
+fi
 dest=$KCAP/scs/scs-$name
 mkdir -p "$out" "$dest"
 mk() { nice make -C "$src" O="$out" ARCH=arm64 LLVM=1 "$@"; }
