@@ -56,11 +56,23 @@ func (c *Core) loadObjects(objs []ObjectFile) {
 			syms = append(syms, s...)
 			c.Objects = append(c.Objects, obj)
 			for _, lm := range c.linkMap(ef, obj.Bias) {
+				if lm.fromFile && path.Base(lm.Path) == path.Base(exe.Path) {
+					continue // the executable's own mapping
+				}
 				o := byBase[path.Base(lm.Path)]
 				lo := Object{Path: lm.Path, Bias: lm.Start, BiasFrom: "link map l_addr"}
+				if lm.fromFile {
+					lo.BiasFrom = "NT_FILE mapping of file offset 0"
+				}
 				if o != nil {
 					if lf, err := elf.NewFile(bytes.NewReader(o.Data)); err == nil {
 						lo.File = o.Path
+						if lm.fromFile {
+							// The mapping of offset 0 starts at the
+							// first PT_LOAD's page: subtract its
+							// link-time address.
+							lo.Bias -= firstLoadPage(lf)
+						}
 						s := funcSymbols(lf, lo.Bias)
 						lo.Symbols = len(s)
 						syms = append(syms, s...)
@@ -110,10 +122,23 @@ func (c *Core) exeBias(ef *elf.File) (uint64, string) {
 	return 0, "unknown (assumed 0)"
 }
 
-// linkEntry is one struct link_map: l_addr (the bias) and l_name.
+// linkEntry is one struct link_map: l_addr (the bias) and l_name; or,
+// fromFile, an NT_FILE mapping of file offset 0 starting at Start.
 type linkEntry struct {
-	Start uint64
-	Path  string
+	Start    uint64
+	Path     string
+	fromFile bool
+}
+
+// firstLoadPage returns the page-aligned link-time address of ef's
+// PT_LOAD of file offset 0.
+func firstLoadPage(ef *elf.File) uint64 {
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && p.Off == 0 {
+			return p.Vaddr &^ 0xfff
+		}
+	}
+	return 0
 }
 
 // linkMap walks r_debug->r_map through the executable's DT_DEBUG in the
@@ -176,7 +201,7 @@ func (c *Core) linkMap(ef *elf.File, bias uint64) []linkEntry {
 	for _, m := range c.Files {
 		if m.FileOff == 0 && !seen[m.Path] {
 			seen[m.Path] = true
-			out = append(out, linkEntry{Start: m.Start, Path: m.Path})
+			out = append(out, linkEntry{Start: m.Start, Path: m.Path, fromFile: true})
 		}
 	}
 	return out

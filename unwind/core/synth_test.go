@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"bytes"
+	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"strings"
@@ -304,4 +305,67 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestNTFileLibraries: a Linux-style core of a static executable with a
+// shared object mapped (NT_FILE, no link map in memory): the object's
+// symbols are found at the mapping minus its first PT_LOAD's page, and
+// the executable's own NT_FILE mapping is not taken for a library.
+func TestNTFileLibraries(t *testing.T) {
+	exe := gunzip(t, dir+"/bin/gcc-nopac.elf.gz")
+	lib := gunzip(t, dir+"/bin/gcc-pie.elf.gz")
+	lf, err := elf.NewFile(bytes.NewReader(lib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, _ := lf.Symbols()
+	var leaf uint64
+	for _, s := range ss {
+		if s.Name == "crash_leaf" {
+			leaf = s.Value
+		}
+	}
+	const libBase = 0x7f00_0000_0000
+	bd := synth()
+	ntfile := u64s(2, 0x1000, text, text+0x1000, 0, libBase, libBase+0x1000, 0)
+	ntfile = append(ntfile, "/usr/bin/gcc-nopac.elf\x00/usr/lib/libpie.so\x00"...)
+	bd.Notes[2].Desc = ntfile
+	bd.Notes[0].Desc = prstatus(7, 11, scsBase+24, stackBase+0x800, 0, stackBase+0x7f0, libBase+leaf+4)
+	b := bd.Bytes()
+	co, err := core.Load("synth.core", bytes.NewReader(b), int64(len(b)),
+		core.ObjectFile{Path: "gcc-nopac.elf", Data: exe}, core.ObjectFile{Path: "libpie.so", Data: lib})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(co.Objects) != 2 || co.Objects[1].Path != "/usr/lib/libpie.so" || co.Objects[1].Bias != libBase || co.Objects[1].Symbols == 0 {
+		t.Fatalf("objects %+v", co.Objects)
+	}
+	if got := co.Symbolizer().Name(co.Threads[0].Regs.PC); got != "crash_leaf+0x4" {
+		t.Errorf("pc symbolized as %s", got)
+	}
+}
+
+// TestSynthThreads: a second thread (its own NT_PRSTATUS, as Linux writes
+// one per thread) without a shadow call stack is unwound by the FP walk
+// and reported without one.
+func TestSynthThreads(t *testing.T) {
+	bd := synth()
+	th2 := prstatus(43, 0, 0, stackBase+0x900, 0, stackBase+0x8f0, text+0x20)
+	bd.Notes = append(bd.Notes[:1], append([]elfcore.BNote{{Name: "CORE", Type: 1, Desc: th2}}, bd.Notes[1:]...)...)
+	b := bd.Bytes()
+	co, err := loadBytes(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(co.Threads) != 2 || co.Threads[1].PID != 43 || co.Threads[1].HasSCS || co.Threads[1].SCSNote == "" {
+		t.Fatalf("threads %+v", co.Threads)
+	}
+	fs, err := co.Frames(&co.Threads[1], unwind.MethodAuto)
+	if err != nil || len(fs) != 3 || fs[1].PC != text+0x204 {
+		t.Errorf("thread 2: %+v, %v", fs, err)
+	}
+	cmp := co.Compare(&co.Threads[1])
+	if !errors.Is(cmp.SCSErr, unwind.ErrNotSupported) || cmp.FPErr != nil || len(cmp.Rows) != 3 {
+		t.Errorf("compare: %v / %v, %d rows", cmp.SCSErr, cmp.FPErr, len(cmp.Rows))
+	}
 }
