@@ -49,7 +49,7 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cpuFrames, taskTraces, taskFrames := 0, 0, 0
+			cpuFrames, taskTraces, taskFrames, scsRows := 0, 0, 0, 0
 			for i := range cp.Expected.Stops {
 				s := &cp.Expected.Stops[i]
 				k, err := cp.Kernel(s)
@@ -80,6 +80,9 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 				cpuFrames += n
 				t.Logf("%s: cpu %d: walk of %d frames contains the %d printed frames from %s; stacks: %s", s.Name, s.StoppedCPU, len(ws), n, printed[kernel.PrintedFrom(printed)], kernel.StacksString(c.Walk))
 				checkScenario(t, cp, k, s, c.Frames, ws)
+				if k.HasSCS() {
+					scsRows += checkSCS(t, k, s.Name+" cpu", c.SCS, c.Frames, c.SCSErr, c.SCSNotes)
+				}
 				if s.Name != "t" {
 					continue
 				}
@@ -113,12 +116,15 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 						continue
 					}
 					taskFrames += len(got)
+					if k.HasSCS() {
+						scsRows += checkSCS(t, k, "t "+tr.Comm, w.SCS, w.Frames, w.SCSErr, nil)
+					}
 				}
 			}
 			if taskTraces == 0 {
 				t.Error("no blocked task compared")
 			}
-			t.Logf("stopped CPUs: %d printed frames matched; blocked tasks: %d traces, %d frames matched exactly", cpuFrames, taskTraces, taskFrames)
+			t.Logf("stopped CPUs: %d printed frames matched; blocked tasks: %d traces, %d frames matched exactly; SCS copy: %d frames missing, each explained", cpuFrames, taskTraces, taskFrames, scsRows)
 		})
 	}
 }
@@ -175,4 +181,32 @@ func checkScenario(t *testing.T, cp *kernel.Capture, k *kernel.Kernel, s *kernel
 			t.Errorf("%s: the writer's syscall does not end at el0t_64_sync: %s", s.Name, ws[len(ws)-1])
 		}
 	}
+}
+
+// checkSCS checks, on a kernel with shadow call stacks, that the SCS copy
+// gives the FP walk's frames minus only those a named rule explains, and
+// returns how many frames it lacks.
+func checkSCS(t *testing.T, k *kernel.Kernel, what string, scsF, fpF []kernel.Frame, scsErr error, notes []string) int {
+	t.Helper()
+	if scsErr != nil {
+		t.Errorf("%s: SCS copy: %v", what, scsErr)
+		return 0
+	}
+	cmp := k.Compare(scsF, fpF, scsErr, nil)
+	n := 0
+	for _, r := range cmp.Rows {
+		switch {
+		case r.InSCS && r.InFP:
+		case r.InSCS:
+			t.Errorf("%s: frame %s only on the SCS: %s", what, r.SCS.Symbol, r.Note)
+		case r.Note == "" || strings.HasPrefix(r.Note, "UNEXPLAINED"):
+			t.Errorf("%s: frame %s missing from the SCS copy: %q", what, r.FP.Symbol, r.Note)
+		default:
+			n++
+		}
+	}
+	if t.Failed() || testing.Verbose() {
+		t.Logf("%s: SCS %d frames, FP %d; %s\n%s", what, len(scsF), len(fpF), strings.Join(notes, "; "), cmp)
+	}
+	return n
 }

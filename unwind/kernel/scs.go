@@ -16,6 +16,10 @@ var ErrNotSupported = errs.ErrNotSupported
 // SourceSCS is a shadow call stack slot.
 const SourceSCS Source = 100
 
+// noSCSPush are the kernel's assembly functions that create a frame record
+// but do not push x30 on the shadow call stack (arch/arm64/kernel/entry.S).
+var noSCSPush = map[string]bool{"call_on_irq_stack": true, "cpu_switch_to": true}
+
 // stpX18 is `stp x18, xzr, [sp, #-16]!`: call_on_irq_stack keeping the
 // interrupted x18 on the interrupted stack (the 2022 policy).
 const stpX18 = 0xa9bf7ff2
@@ -138,6 +142,9 @@ func (k *Kernel) SCSCopyCPU(cpu int, fs []Frame) (out []Frame, notes []string, e
 			} else {
 				notes = append(notes, fmt.Sprintf("interrupted x18 %#x from thread_info.scs_sp (scs_save in call_on_irq_stack)", saved))
 			}
+			if n, ok := k.ptRegsX18(fs, saved); ok {
+				notes = append(notes, n)
+			}
 			ts, err := k.copySCS(tbase, saved, fp.Task)
 			return append(out, ts...), notes, err
 		}
@@ -145,6 +152,25 @@ func (k *Kernel) SCSCopyCPU(cpu int, fs []Frame) (out []Frame, notes []string, e
 	notes = append(notes, fmt.Sprintf("x18 %#x on the task's shadow stack from %#x", x18, tbase))
 	ts, err := k.copySCS(tbase, x18, fp.Task)
 	return ts, notes, err
+}
+
+// ptRegsX18 compares regs[18] of the pt_regs at the walk's exception
+// boundary with the saved x18 the copy used: kernel_entry saves x18 there
+// before the C entry handlers push onto the interrupted shadow stack.
+func (k *Kernel) ptRegsX18(fs []Frame, saved uint64) (string, bool) {
+	for i := 1; i < len(fs); i++ {
+		if fs[i].Source != SourcePtRegs || fs[i-1].FP < k.Regs.StackFrame {
+			continue
+		}
+		regs := fs[i-1].FP - k.Regs.StackFrame
+		x18, err := k.read64(regs + k.off["pt_regs.regs"] + 18*8)
+		if err != nil {
+			return "", false
+		}
+		d := (int64(saved) - int64(x18)) / 8
+		return fmt.Sprintf("pt_regs.regs[18] at the exception boundary %#x: %d entries below the saved x18 (pushed by the C entry handlers before call_on_irq_stack)", x18, d), true
+	}
+	return "", false
 }
 
 // SCSCopyTask copies a blocked task's shadow call stack from
@@ -190,6 +216,21 @@ func (k *Kernel) Compare(scsF, fpF []Frame, scsErr, fpErr error) *unwind.Compari
 		}
 		if !r.InSCS {
 			switch fpF[j].Source {
+			case SourceFrame:
+				// The return address was saved by the callee's frame
+				// record only: the callee must be assembly that keeps a
+				// frame record without pushing on the SCS.
+				callee := ""
+				if j > 0 {
+					if s, ok := k.Sym(fpF[j-1].PC); ok {
+						callee = s.Name
+					}
+				}
+				if noSCSPush[callee] {
+					r.Note = "only FP: saved by " + callee + ", assembly that keeps a frame record but does not push on the SCS"
+				} else {
+					r.Note = "UNEXPLAINED: only FP, saved by " + callee + ", which should have pushed it on the SCS"
+				}
 			case SourceLR:
 				r.Note = "only FP: x30 of a CPU stopped at a function's first instruction: its prologue had not pushed it on the SCS yet"
 			case SourceRegsPC:

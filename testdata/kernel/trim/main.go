@@ -119,9 +119,11 @@ func main() {
 	}
 	// The symbols: each frame's function and the next symbol.
 	for _, pc := range pcs {
+		// every symbol at the address of the one holding pc: the kernel
+		// prints the first of them
 		i := sort.Search(len(full), func(i int) bool { return full[i].Addr > pc }) - 1
-		if i >= 0 {
-			keep[full[i].Name] = true
+		for j := i; j >= 0 && full[j].Addr == full[i].Addr; j-- {
+			keep[full[j].Name] = true
 		}
 	}
 	// Kept in /proc/kallsyms order: among symbols at one address the
