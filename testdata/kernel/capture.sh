@@ -31,7 +31,8 @@
 #   testdata/kernel/NAME/   console.log (blobs replaced by their size and sha256), expected.json
 #                           (every printed Call trace, parsed), kallsyms.txt.gz (the symbols the
 #                           traces and the unwinding need), gdb.log.gz (all registers, system
-#                           registers included, of both CPUs at each stop),
+#                           registers included, of both CPUs at each stop), and for the SCS
+#                           kernels config.gz (the full .config) and build-time.txt,
 #                           manifest.txt
 #   testdata/kernel/usercore/ (deb-6.1 only) core.gz, crash, crash.c, gdb-bt.txt
 # CI never runs this (it needs minutes of TCG and a network); the outputs are committed.
@@ -264,6 +265,10 @@ t_end=$(date +%s)
 } >"$out/manifest.txt"
 rm -f "$out/stops.txt"
 gzip -9 -n -c "$cap/gdb.log" >"$out/gdb.log.gz"
+if [ -z "$pkg" ]; then # an SCS kernel: its full .config and how long it took to build
+	gzip -9 -n -c "$KCAP/scs/$name/config" >"$out/config.gz"
+	cp "$KCAP/scs/$name/build-time" "$out/build-time.txt"
+fi
 
 if [ "$name" = deb-6.1 ] && [ -f "$cap/core.gz" ]; then
 	cp "$cap/core.gz" "$uc/core.gz"
