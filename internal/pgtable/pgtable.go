@@ -16,6 +16,8 @@ package pgtable
 import (
 	"errors"
 	"fmt"
+
+	"github.com/unwindkit/unwindkit/internal/errs"
 )
 
 // Format describes a translation regime.
@@ -91,6 +93,10 @@ type Error struct {
 func (e *Error) Error() string {
 	return fmt.Sprintf("pgtable: va %#x: level %d descriptor at pa %#x: %s", e.VA, e.Level, e.DescPA, e.Msg)
 }
+
+// Unwrap returns errs.ErrCorrupt: malformed or unreadable tables are
+// corrupt state (an unmapped address is ErrFault instead).
+func (e *Error) Unwrap() error { return errs.ErrCorrupt }
 
 // OA returns the output address of a table, block or page descriptor,
 // aligned to shift.

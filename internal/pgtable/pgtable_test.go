@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/unwindkit/unwindkit/internal/errs"
 )
 
 // phys is a sparse physical memory of 8-byte words.
@@ -172,7 +174,7 @@ func TestWalkBad(t *testing.T) {
 	b.mem[b.root] = b.root | 3
 	_, err := Walk(f, b.root, 0, b.mem.read)
 	var pe *Error
-	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "loop") {
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "loop") || !errors.Is(err, errs.ErrCorrupt) {
 		t.Errorf("loop: %v", err)
 	}
 	// A table outside memory.

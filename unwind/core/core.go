@@ -39,22 +39,17 @@ import (
 
 // Note types (include/uapi/linux/elf.h).
 const (
-	ntPRStatus        = 1
-	ntPRPSInfo        = 3
-	ntAuxv            = 6
-	ntFile            = 0x46494c45
-	ntARMPACMask      = 0x406
-	ntARMTaggedCtrl   = 0x409
-	ntARMPACEnabledKs = 0x40a
+	ntPRStatus      = 1
+	ntPRPSInfo      = 3
+	ntAuxv          = 6
+	ntFile          = 0x46494c45
+	ntARMPACMask    = 0x406
+	ntARMTaggedCtrl = 0x409
 )
 
 // Auxiliary vector tags (include/uapi/linux/auxvec.h).
 const (
 	atPhdr   = 3
-	atPhent  = 4
-	atPhnum  = 5
-	atPagesz = 6
-	atBase   = 7
 	atEntry  = 9
 	atHwcap  = 16
 	atHwcap2 = 26
@@ -113,7 +108,8 @@ type Segment struct {
 	Flags      uint32 // PF_X=1, PF_W=2, PF_R=4
 }
 
-// Core is an opened core file with its executable and libraries.
+// Core is an opened core file with its executable and libraries. Its
+// methods may be called concurrently.
 type Core struct {
 	// Path is the core file's name as given.
 	Path string
@@ -181,8 +177,8 @@ func Open(path, exe string, libs ...string) (*Core, error) {
 // ObjectFile is an executable or shared library given by its bytes. The
 // first one passed to Load is the executable.
 type ObjectFile struct {
-	Path string
-	Data []byte
+	Path string // the file's name, matched by base name to the mappings
+	Data []byte // the file's contents
 }
 
 // Load reads the core r of size bytes (name is used in errors). Everything
@@ -200,13 +196,17 @@ func Load(name string, r io.ReaderAt, size int64, objs ...ObjectFile) (*Core, er
 		return nil, f.Errf("notes", 0, "no NT_PRSTATUS note: not a process core")
 	}
 	c.setLayout()
-	mem, err := newMemory(f)
-	if err != nil {
-		return nil, err
-	}
-	c.mem = mem
+	c.mem = newMemory(f)
 	for i := range c.Threads {
-		c.findSCS(&c.Threads[i])
+		t := &c.Threads[i]
+		if err := c.findSCS(t); err != nil {
+			return nil, err
+		}
+		for _, a := range []uint64{t.Regs.SP, t.Regs.X[29]} {
+			if _, err := c.mem.ensure(a); err != nil {
+				return nil, err
+			}
+		}
 	}
 	c.loadObjects(objs)
 	return c, nil

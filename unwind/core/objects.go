@@ -244,7 +244,14 @@ func funcSymbols(ef *elf.File, bias uint64) []unwind.Symbol {
 		}
 		out = append(out, unwind.Symbol{Name: s.Name, Addr: s.Value + bias, Size: s.Size})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
+	// By address, aliases by name: the same core always names a pc the
+	// same way.
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Addr != out[j].Addr {
+			return out[i].Addr < out[j].Addr
+		}
+		return out[i].Name < out[j].Name
+	})
 	for i := range out {
 		if out[i].Size == 0 && i+1 < len(out) {
 			out[i].Size = out[i+1].Addr - out[i].Addr

@@ -32,7 +32,10 @@ func (c *Core) Frames(t *Thread, method unwind.Method) ([]unwind.Frame, error) {
 		if !t.HasSCS {
 			return nil, fmt.Errorf("core: thread %d: %s: %w", t.PID, t.SCSNote, unwind.ErrNotSupported)
 		}
-		r := c.mem.m.Find(t.SCSBase)
+		r, err := c.mem.ensure(t.SCSBase)
+		if err != nil || r == nil {
+			return nil, fmt.Errorf("core: thread %d: shadow call stack at %#x not loaded: %v", t.PID, t.SCSBase, err)
+		}
 		v := scs.NewSnapshotView(r, t.SCSBase, t.Regs.X[18], c.Layout)
 		buf := make([]scs.Frame, r.Size()/8+1)
 		n, err := scs.Frames(&v, buf, 0)
@@ -42,33 +45,46 @@ func (c *Core) Frames(t *Thread, method unwind.Method) ([]unwind.Frame, error) {
 		}
 		return out, err
 	case unwind.MethodFP:
-		cfg := fp.Config{
-			Mem:        &c.mem.m,
-			FP:         t.Regs.X[29],
-			PC:         t.Regs.PC,
-			Layout:     c.Layout,
-			ZeroFPEnds: true,
-		}
-		cfg.Stacks = append(cfg.Stacks, c.mem.stacks...)
-		for i := range cfg.Stacks {
-			if cfg.Stacks[i].Low <= t.Regs.SP && t.Regs.SP < cfg.Stacks[i].High {
-				cfg.Stacks[i].Kind = fp.Task
+		// The walk reads the segments loaded so far; when the chain
+		// leads into a writable segment not loaded yet (a signal
+		// stack, a coroutine stack), load it and walk again.
+		for try := 0; ; try++ {
+			out, err := c.walkFP(t)
+			if addr, ok := c.mem.missing(err); ok && try < 16 {
+				if _, lerr := c.mem.ensure(addr); lerr != nil {
+					return out, lerr
+				}
+				continue
 			}
+			return out, err
 		}
-		var out []unwind.Frame
-		for f, err := range fp.Frames(&cfg) {
-			if err != nil {
-				return out, err
-			}
-			fr := unwind.Frame{PC: f.PC, Raw: f.Raw, Symbol: c.sym.Name(f.PC), Stack: f.Stack, Source: unwind.SourceFrame}
-			if f.Source == fp.SourceCaller {
-				fr.Source = unwind.SourceCaller
-			}
-			out = append(out, fr)
-		}
-		return out, nil
 	}
 	return nil, fmt.Errorf("core: unknown method %v", method)
+}
+
+// walkFP walks t's frame records over the segments loaded.
+func (c *Core) walkFP(t *Thread) ([]unwind.Frame, error) {
+	m, stacks := c.mem.snapshot(t.Regs.SP)
+	cfg := fp.Config{
+		Mem:        m,
+		Stacks:     stacks,
+		FP:         t.Regs.X[29],
+		PC:         t.Regs.PC,
+		Layout:     c.Layout,
+		ZeroFPEnds: true,
+	}
+	var out []unwind.Frame
+	for f, err := range fp.Frames(&cfg) {
+		if err != nil {
+			return out, err
+		}
+		fr := unwind.Frame{PC: f.PC, Raw: f.Raw, Symbol: c.sym.Name(f.PC), Stack: f.Stack, Source: unwind.SourceFrame}
+		if f.Source == fp.SourceCaller {
+			fr.Source = unwind.SourceCaller
+		}
+		out = append(out, fr)
+	}
+	return out, nil
 }
 
 // Compare unwinds thread t with both techniques and lines the traces up

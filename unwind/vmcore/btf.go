@@ -2,9 +2,10 @@ package vmcore
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/unwindkit/unwindkit/internal/errs"
 )
 
 // BTF is the kernel's BPF Type Format type information
@@ -57,14 +58,14 @@ const (
 // maxBTF bounds the BTF read from a dump (vmlinux's is about 5 MiB).
 const maxBTF = 64 << 20
 
-// ErrBTF is wrapped by every malformed-BTF error.
-var ErrBTF = errors.New("vmcore: malformed BTF")
-
+// btfErr is a malformed-BTF error at byte offset off of the BTF: a
+// *CorruptError (errors.Is(err, ErrCorrupt)).
 func btfErr(off int, format string, args ...any) error {
-	return fmt.Errorf("%w at offset %#x: %s", ErrBTF, off, fmt.Sprintf(format, args...))
+	return errs.Corruptf("malformed BTF", uint64(off), format, args...)
 }
 
 // ParseBTF parses raw BTF (the .BTF section, __start_BTF..__stop_BTF).
+// Malformed BTF gives an error wrapping ErrCorrupt with the byte offset.
 func ParseBTF(b []byte) (*BTF, error) {
 	le := binary.LittleEndian
 	if len(b) < 24 {

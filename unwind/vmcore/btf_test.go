@@ -110,7 +110,7 @@ func TestBTF(t *testing.T) {
 	}
 	good := kernelBTF()
 	for _, cut := range []int{0, 10, 30, len(good) - 40} {
-		if _, err := ParseBTF(good[:cut]); !errors.Is(err, ErrBTF) {
+		if _, err := ParseBTF(good[:cut]); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("truncated to %d: %v", cut, err)
 		}
 	}

@@ -50,7 +50,7 @@ func (v *Vmcore) Kallsyms() ([]KSym, error) {
 	}
 	num := le.Uint32(b4[:])
 	if num == 0 || num > maxKallsyms || int64(num)*4 > v.f.Size {
-		return nil, fmt.Errorf("%s: kallsyms_num_syms %d outside [1, %d] or larger than the dump can hold", v.Path, num, maxKallsyms)
+		return nil, fmt.Errorf("%s: %w: kallsyms_num_syms %d outside [1, %d] or larger than the dump can hold", v.Path, ErrCorrupt, num, maxKallsyms)
 	}
 	base, err := v.ReadVirt64(addr["kallsyms_relative_base"])
 	if err != nil {
@@ -78,7 +78,7 @@ func (v *Vmcore) Kallsyms() ([]KSym, error) {
 			e++
 		}
 		if e == len(tt) {
-			return nil, fmt.Errorf("%s: kallsyms token %d at %d is not NUL-terminated", v.Path, i, o)
+			return nil, fmt.Errorf("%s: %w: kallsyms token %d at %d is not NUL-terminated", v.Path, ErrCorrupt, i, o)
 		}
 		tokens[i] = string(tt[o:e])
 	}
@@ -110,12 +110,12 @@ func (v *Vmcore) Kallsyms() ([]KSym, error) {
 			}
 			sb.WriteString(tokens[t])
 			if sb.Len() > maxKallsymsName {
-				return out, fmt.Errorf("%s: kallsyms symbol %d expands beyond %d bytes", v.Path, i, maxKallsymsName)
+				return out, fmt.Errorf("%s: %w: kallsyms symbol %d expands beyond %d bytes", v.Path, ErrCorrupt, i, maxKallsymsName)
 			}
 		}
 		s := sb.String()
 		if s == "" {
-			return out, fmt.Errorf("%s: kallsyms symbol %d is empty", v.Path, i)
+			return out, fmt.Errorf("%s: %w: kallsyms symbol %d is empty", v.Path, ErrCorrupt, i)
 		}
 		out = append(out, KSym{Type: s[0], Name: s[1:], Addr: base + uint64(le.Uint32(offs[4*i:]))})
 	}

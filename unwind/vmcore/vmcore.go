@@ -33,8 +33,13 @@ import (
 	"sync"
 
 	"github.com/unwindkit/unwindkit/internal/elfcore"
+	"github.com/unwindkit/unwindkit/internal/errs"
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
+
+// ErrCorrupt is unwindkit's shared sentinel for malformed input: every
+// format error of this package wraps it.
+var ErrCorrupt = errs.ErrCorrupt
 
 // Regs are a CPU's registers from its NT_PRSTATUS.
 type Regs struct {
@@ -365,7 +370,10 @@ func (v *Vmcore) ReadPhys64(pa uint64) (uint64, error) {
 }
 
 // PhysRange is the physical range [Start, End).
-type PhysRange struct{ Start, End uint64 }
+type PhysRange struct {
+	Start uint64 // first byte
+	End   uint64 // one past the last byte
+}
 
 // WriteTrimmed writes to w an ELF vmcore with every note of v but only
 // the bytes of its memory inside keep; the rest of each PT_LOAD stays as a

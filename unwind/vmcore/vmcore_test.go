@@ -217,3 +217,21 @@ func TestBadPageTables(t *testing.T) {
 		t.Errorf("outside memory: %v", err)
 	}
 }
+
+// TestBadKallsyms: corrupt kallsyms tables are errors wrapping ErrCorrupt,
+// with the symbols decoded before the damage.
+func TestBadKallsyms(t *testing.T) {
+	s := newSynth(synthOpts{pageShift: 12, vaBits: 48})
+	img := s.ram[imageOff:]
+	img[0x92000] = 0 // the first symbol has length 0
+	v, _ := loadBytes(s.bytes())
+	if _, err := v.Kallsyms(); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "symbol 0 is empty") {
+		t.Errorf("empty name: %v", err)
+	}
+	s = newSynth(synthOpts{pageShift: 12, vaBits: 48})
+	le.PutUint32(s.ram[imageOff+0x90000:], 1<<30)
+	v, _ = loadBytes(s.bytes())
+	if _, err := v.Kallsyms(); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "kallsyms_num_syms") {
+		t.Errorf("huge count: %v", err)
+	}
+}
