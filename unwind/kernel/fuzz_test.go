@@ -88,55 +88,71 @@ func FuzzParseExpected(f *testing.F) {
 	})
 }
 
-var fuzzBTF = sync.OnceValues(func() (*vmcore.BTF, error) {
-	cp, err := kernel.OpenCapture("../../testdata/kernel/deb-6.12")
-	if err != nil {
-		return nil, err
+// fuzzCaptures are the captures FuzzKernelDump seeds from: a kernel
+// without and one with shadow call stacks.
+var fuzzCaptures = []string{"../../testdata/kernel/deb-6.12", "../../testdata/kernel/scs-6.12"}
+
+type fuzzKernel struct {
+	cp  *kernel.Capture
+	btf *vmcore.BTF
+}
+
+var fuzzKernels = sync.OnceValues(func() ([]fuzzKernel, error) {
+	var out []fuzzKernel
+	for _, d := range fuzzCaptures {
+		cp, err := kernel.OpenCapture(d)
+		if err != nil {
+			return nil, err
+		}
+		k, err := cp.Kernel(&cp.Expected.Stops[0])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fuzzKernel{cp, k.BTF})
 	}
-	k, err := cp.Kernel(&cp.Expected.Stops[0])
-	if err != nil {
-		return nil, err
-	}
-	return k.BTF, nil
+	return out, nil
 })
 
-// FuzzKernelDump prepares and unwinds arbitrary vmcores (seeded with the
-// shipped 6.12 IPI dump, with the BTF of the same boot): no panic.
+// FuzzKernelDump prepares and unwinds arbitrary vmcores with both
+// techniques (seeded with the shipped IPI dumps of a 6.12 kernel without
+// and one with shadow call stacks, each with the BTF of its boot): no
+// panic.
 func FuzzKernelDump(f *testing.F) {
-	cp, err := kernel.OpenCapture("../../testdata/kernel/deb-6.12")
+	ks, err := fuzzKernels()
 	if err != nil {
 		f.Fatal(err)
 	}
-	zf, err := os.Open("../../testdata/kernel/deb-6.12/l-ipi.vmcore.gz")
-	if err != nil {
-		f.Fatal(err)
+	for i, d := range fuzzCaptures {
+		zf, err := os.Open(d + "/l-ipi.vmcore.gz")
+		if err != nil {
+			f.Fatal(err)
+		}
+		zr, err := gzip.NewReader(zf)
+		if err != nil {
+			f.Fatal(err)
+		}
+		seed, err := io.ReadAll(zr)
+		zf.Close()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(seed, uint8(i))
 	}
-	defer zf.Close()
-	zr, err := gzip.NewReader(zf)
-	if err != nil {
-		f.Fatal(err)
-	}
-	seed, err := io.ReadAll(zr)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(seed)
-	btf, err := fuzzBTF()
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
+	f.Fuzz(func(t *testing.T, b []byte, which uint8) {
+		fk := ks[int(which)%len(ks)]
 		v, err := vmcore.Load("fuzz", bytes.NewReader(b), int64(len(b)))
 		if err != nil {
 			return
 		}
-		k, err := kernel.New(v, cp.Syms, kernel.Options{BTF: btf, BTFFrom: "deb-6.12"})
+		k, err := kernel.New(v, fk.cp.Syms, kernel.Options{BTF: fk.btf, BTFFrom: "fuzz"})
 		if err != nil {
 			return
 		}
 		rep := k.Unwind(true)
 		for _, c := range rep.CPUs {
-			k.Strings(c.Frames)
+			if k.Compare(c.SCS, c.Frames, c.SCSErr, c.Err).String() == "" {
+				t.Fatal("empty comparison")
+			}
 		}
 	})
 }
