@@ -17,40 +17,52 @@ import (
 // Expected is a capture's expected.json (testdata/kernel/README.md): the
 // stops where vmcores were dumped and every trace the kernel printed.
 type Expected struct {
-	Name   string  `json:"name"`
-	Uname  string  `json:"uname"`
+	// Name is the capture's name, Uname the guest's uname -a.
+	Name  string `json:"name"`
+	Uname string `json:"uname"`
+	// Stops are the breakpoint hits, Traces every printed trace in
+	// console order.
 	Stops  []Stop  `json:"stops"`
 	Traces []Trace `json:"traces"`
 }
 
 // Stop is one breakpoint hit where a vmcore NAME.vmcore was dumped.
 type Stop struct {
+	// Name is the stop's name (l-syscall, l-ipi, t).
 	Name string `json:"name"`
 	// Func is the function the breakpoint was on.
-	Func       string `json:"func"`
-	StoppedCPU int    `json:"stopped_cpu"`
+	Func string `json:"func"`
+	// StoppedCPU is the CPU that hit the breakpoint.
+	StoppedCPU int `json:"stopped_cpu"`
 	// Trace is the index in Traces of the stopped CPU's printed trace,
 	// -1 if none.
-	Trace int        `json:"trace"`
-	CPUs  []StopRegs `json:"cpus"`
+	Trace int `json:"trace"`
+	// CPUs are the registers of each CPU at the stop.
+	CPUs []StopRegs `json:"cpus"`
 }
 
 // StopRegs are one CPU's registers at a stop as gdb printed them (hex).
 type StopRegs struct {
+	// CPU is the CPU's index; Regs maps register names to hex values.
 	CPU  int               `json:"cpu"`
 	Regs map[string]string `json:"regs"`
 }
 
 // Trace is one printed `Call trace:`, frames as printed, innermost first.
 type Trace struct {
-	Scenario string   `json:"scenario"`
-	Stop     string   `json:"stop"`
-	Title    string   `json:"title"`
-	CPU      int      `json:"cpu"`
-	PID      int      `json:"pid"`
-	Comm     string   `json:"comm"`
-	State    string   `json:"state"`
-	Frames   []string `json:"frames"`
+	// Scenario is the console marker in force (l1..l4, t); Stop the
+	// stop it belongs to; Title the line that introduced it; CPU, PID,
+	// Comm and State what it printed about the CPU or task (-1: not
+	// printed).
+	Scenario string `json:"scenario"`
+	Stop     string `json:"stop"`
+	Title    string `json:"title"`
+	CPU      int    `json:"cpu"`
+	PID      int    `json:"pid"`
+	Comm     string `json:"comm"`
+	State    string `json:"state"`
+	// Frames are the frames as printed, innermost first.
+	Frames []string `json:"frames"`
 }
 
 // maxExpected bounds expected.json.
@@ -147,9 +159,12 @@ func MatchPrinted(walk, printed []string) (int, error) {
 // Capture is one shipped capture directory: expected.json, syms.txt.gz
 // and the trimmed vmcores STOP.vmcore.gz.
 type Capture struct {
-	Dir      string
+	// Dir is the capture's directory.
+	Dir string
+	// Expected is its expected.json.
 	Expected *Expected
-	Syms     []vmcore.KSym
+	// Syms are its symbols.
+	Syms []vmcore.KSym
 
 	btf      *vmcore.BTF
 	btfBuild string

@@ -47,13 +47,18 @@ type Options struct {
 
 // Kernel is a vmcore prepared for unwinding.
 type Kernel struct {
-	V    *vmcore.Vmcore
+	// V is the dump.
+	V *vmcore.Vmcore
+	// Syms are the kernel's symbols, sorted by address.
 	Syms []vmcore.KSym
-	ABI  ABI
-	BTF  *vmcore.BTF
+	// ABI is the frame-record ABI of the dump's kernel version.
+	ABI ABI
+	// BTF is the kernel's type information (nil if none was found).
+	BTF *vmcore.BTF
 	// BTFAt and BTFSize are where the BTF was read.
 	BTFAt, BTFSize uint64
-	Regs           PtRegs
+	// Regs is the layout of struct pt_regs.
+	Regs PtRegs
 	// ThreadSize is THREAD_SIZE (and IRQ_STACK_SIZE).
 	ThreadSize uint64
 	// PerCPU is __per_cpu_offset[cpu] (nil when the symbol is unknown).
@@ -335,9 +340,13 @@ func (k *Kernel) CPUWalk(cpu int) (*Walk, error) {
 
 // Task is a task of the dump's task list.
 type Task struct {
-	Addr  uint64
-	PID   int
-	Comm  string
+	// Addr is the task_struct's address.
+	Addr uint64
+	// PID is task->pid.
+	PID int
+	// Comm is task->comm.
+	Comm string
+	// State is task->__state.
 	State uint64
 	// FP, SP and PC are its cpu_context (thread_saved_fp/sp/pc).
 	FP, SP, PC uint64

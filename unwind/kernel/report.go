@@ -8,7 +8,9 @@ import (
 
 // Result is one walk's outcome.
 type Result struct {
-	Walk   *Walk
+	// Walk is the walk's input (nil when it could not be set up).
+	Walk *Walk
+	// Frames, End and Err are what Walk.Run returned.
 	Frames []Frame
 	End    End
 	Err    error
@@ -17,8 +19,10 @@ type Result struct {
 // CPUResult is the walk of one CPU from its dumped registers, and its
 // shadow call stack copy ([Kernel.SCSCopyCPU]).
 type CPUResult struct {
+	// CPU is the CPU's index in the dump.
 	CPU int
 	Result
+	// SCS, SCSNotes and SCSErr are what Kernel.SCSCopyCPU returned.
 	SCS      []Frame
 	SCSNotes []string
 	SCSErr   error
@@ -26,18 +30,22 @@ type CPUResult struct {
 
 // TaskResult is the walk of one task from its cpu_context.
 type TaskResult struct {
+	// Task is the task walked.
 	Task Task
 	// Running is set for tasks that are some CPU's current task: their
 	// cpu_context is stale.
 	Running bool
 	Result
+	// SCS and SCSErr are what Kernel.SCSCopyTask returned.
 	SCS    []Frame
 	SCSErr error
 }
 
 // Report is every walk of one dump.
 type Report struct {
-	CPUs  []CPUResult
+	// CPUs holds one walk per CPU of the dump.
+	CPUs []CPUResult
+	// Tasks holds one walk per task of the task list.
 	Tasks []TaskResult
 	// TasksErr is the error of the task-list walk.
 	TasksErr error

@@ -57,14 +57,18 @@ func ABIFor(major, minor int) ABI {
 
 // Stack is one stack the walk may use (struct stack_info).
 type Stack struct {
+	// Low and High bound the stack: [Low, High).
 	Low, High uint64
-	Kind      fp.StackKind
+	// Kind is the stack's kind (task, irq, overflow, sdei-*).
+	Kind fp.StackKind
 	// How says where the bounds came from (e.g. "task->stack (btf)").
 	How string
 }
 
 // PtRegs is the layout of struct pt_regs the walk needs.
 type PtRegs struct {
+	// Size is sizeof(struct pt_regs); X29, PC and StackFrame are the
+	// offsets of regs[29], pc and stackframe.
 	Size, X29, PC, StackFrame uint64
 }
 
@@ -121,9 +125,14 @@ const (
 
 // Walk is the input of one walk.
 type Walk struct {
-	Mem    Memory
-	ABI    ABI
-	Regs   PtRegs
+	// Mem is the kernel memory walked.
+	Mem Memory
+	// ABI selects the kernel version's rules.
+	ABI ABI
+	// Regs is the layout of struct pt_regs.
+	Regs PtRegs
+	// Stacks are the stacks the walk may use (the task stack, and for a
+	// CPU's current task its IRQ, overflow and SDEI stacks).
 	Stacks []Stack
 	// TaskPtRegs is task_pt_regs(task): task->stack + THREAD_SIZE -
 	// sizeof(struct pt_regs).
@@ -133,7 +142,8 @@ type Walk struct {
 	Source Source
 	// LR, when non-zero, is reported as the second frame (SourceLR): the
 	// CPU was stopped at the first instruction of the function at PC.
-	LR     uint64
+	LR uint64
+	// Layout strips the PACs of return addresses.
 	Layout ptrauth.Layout
 	// Max bounds the frames (0: 512).
 	Max int
