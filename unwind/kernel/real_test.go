@@ -82,6 +82,15 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 				checkScenario(t, cp, k, s, c.Frames, ws)
 				if k.HasSCS() {
 					scsRows += checkSCS(t, k, s.Name+" cpu", c.SCS, c.Frames, c.SCSErr, c.SCSNotes)
+					// The x18 policy of call_on_irq_stack, read from its code,
+					// is the one the capture's kernel was built with.
+					want := "thread_info"
+					if strings.HasSuffix(dir, "-onstack") {
+						want = "on the stack"
+					}
+					if rep.SCSPolicy != want {
+						t.Errorf("%s: x18 policy %q, want %q", s.Name, rep.SCSPolicy, want)
+					}
 				}
 				if s.Name != "t" {
 					continue

@@ -49,6 +49,9 @@ type Report struct {
 	Tasks []TaskResult
 	// TasksErr is the error of the task-list walk.
 	TasksErr error
+	// SCSPolicy is where call_on_irq_stack keeps the interrupted x18
+	// ([Kernel.SCSPolicy]), on kernels with shadow call stacks.
+	SCSPolicy string
 }
 
 func run(w *Walk, err error) Result {
@@ -65,6 +68,9 @@ func run(w *Walk, err error) Result {
 // CONFIG_SHADOW_CALL_STACK).
 func (k *Kernel) Unwind(tasks bool) *Report {
 	r := &Report{}
+	if k.HasSCS() {
+		r.SCSPolicy, _ = k.SCSPolicy()
+	}
 	var current []uint64
 	for c := range k.V.CPUs {
 		w, err := k.CPUWalk(c)
