@@ -66,6 +66,28 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 					t.Fatalf("%s: cpu %d walk ended %v: %v", s.Name, s.StoppedCPU, c.End, c.Err)
 				}
 				ws := k.Strings(c.Frames)
+				finals := 0
+				for _, r := range rep.CPUs {
+					if r.End == kernel.EndFinal {
+						finals++
+						if r.Final != [2]uint64{} {
+							t.Errorf("%s: cpu %d: final record %#x, want {0, 0}", s.Name, r.CPU, r.Final)
+						}
+					}
+				}
+				defer func(name string) {
+					if finals == 0 {
+						t.Errorf("%s: no walk ended at a final record", name)
+					}
+				}(s.Name)
+				for _, r := range rep.Tasks {
+					if r.End == kernel.EndFinal {
+						finals++
+						if r.Final != [2]uint64{} {
+							t.Errorf("%s: task %d: final record %#x, want {0, 0}", s.Name, r.Task.PID, r.Final)
+						}
+					}
+				}
 				if !k.HasSCS() && !errors.Is(c.SCSErr, unix.ENOSYS) {
 					t.Errorf("%s: SCS copy of a kernel without SCS: %v, want ENOSYS", s.Name, c.SCSErr)
 				}

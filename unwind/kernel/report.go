@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"strings"
@@ -14,6 +15,10 @@ type Result struct {
 	Frames []Frame
 	End    End
 	Err    error
+	// Final is the final frame record {fp, lr} at
+	// &task_pt_regs(task)->stackframe, read after a walk that ended
+	// there (the kernel's unwinder never reads it: EL0 entry zeroes it).
+	Final [2]uint64
 }
 
 // CPUResult is the walk of one CPU from its dumped registers, and its
@@ -59,7 +64,16 @@ func run(w *Walk, err error) Result {
 		return Result{Err: err}
 	}
 	fs, end, err := w.Run()
-	return Result{Walk: w, Frames: fs, End: end, Err: err}
+	r := Result{Walk: w, Frames: fs, End: end, Err: err}
+	if end == EndFinal && w.TaskPtRegs != 0 {
+		var b [16]byte
+		if w.Mem.ReadVirt(b[:], w.TaskPtRegs+w.Regs.StackFrame) == nil {
+			r.Final = [2]uint64{binary.LittleEndian.Uint64(b[:]), binary.LittleEndian.Uint64(b[8:])}
+		} else {
+			r.Final = [2]uint64{^uint64(0), ^uint64(0)}
+		}
+	}
+	return r
 }
 
 // Unwind walks every CPU from its registers and, with tasks, every task
