@@ -68,3 +68,24 @@ func TestDumpCore(t *testing.T) {
 		t.Errorf("core without executable: %v", err)
 	}
 }
+
+// TestDumpVmcore describes a committed vmcore of Debian's 6.1 kernel.
+func TestDumpVmcore(t *testing.T) {
+	var b strings.Builder
+	if err := dumpVmcore(&b, "../../testdata/vmcores/debian-6.1.0-57-va48.vmcore.gz"); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"Linux 6.1.0-", "2 CPU(s)", "PAGE_OFFSET 0xffff000000000000",
+		"48-bit VA, LPA2 false: checked by translating swapper_pg_dir",
+		"symbols decoded from the dump",
+		"pt_regs.stackframe                 304  (table 6.1)",
+		"thread_info.scs_sp               unknown",
+		"cpu0: pc cpu_do_idle+", "frame record at x29: lr 0x",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

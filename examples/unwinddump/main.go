@@ -2,10 +2,13 @@
 // program with both techniques and prints the two traces side by side,
 // symbolized, with raw and PAC-stripped addresses, and explains every
 // difference. A core file is read with its executable and, optionally, its
-// shared libraries; every thread is printed.
+// shared libraries; every thread is printed. A kernel vmcore alone is
+// described: VMCOREINFO, page tables, symbols, offsets and where each came
+// from, each CPU's registers.
 //
 //	go run ./examples/unwinddump testdata/arm64/snapshots/clang-pacret-pauth-signal.json
 //	go run ./examples/unwinddump CORE EXE [LIB...]
+//	go run ./examples/unwinddump VMCORE
 //	go run ./examples/unwinddump testdata/kernel/deb-6.12
 //
 // A kernel capture directory (testdata/kernel/NAME) is unwound stop by
@@ -25,15 +28,18 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: unwinddump SNAPSHOT.json | unwinddump CORE EXE [LIB...] | unwinddump KERNEL-CAPTURE-DIR")
+		fmt.Fprintln(os.Stderr, "usage: unwinddump SNAPSHOT.json | unwinddump CORE EXE [LIB...] | unwinddump VMCORE | unwinddump KERNEL-CAPTURE-DIR")
 		os.Exit(2)
 	}
 	var err error
-	if isKernelCapture(os.Args[1]) {
+	switch {
+	case isKernelCapture(os.Args[1]):
 		err = dumpKernel(os.Stdout, os.Args[1])
-	} else if isELF(os.Args[1]) {
+	case isELF(os.Args[1]) && len(os.Args) == 2:
+		err = dumpVmcore(os.Stdout, os.Args[1])
+	case isELF(os.Args[1]):
 		err = dumpCore(os.Stdout, os.Args[1], os.Args[2:])
-	} else {
+	default:
 		err = dump(os.Stdout, os.Args[1])
 	}
 	if err != nil {

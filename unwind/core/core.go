@@ -142,24 +142,18 @@ type Core struct {
 	// that could not be read), for the output.
 	Warnings []string
 
-	f   *elfcore.File
-	sym *unwind.Symbolizer
-	mem *memory
+	f      *elfcore.File
+	sym    *unwind.Symbolizer
+	mem    *memory
+	closer io.Closer
 }
 
 // Open opens the core file at path with the executable exe and shared
 // libraries libs (matched to the mappings by base name; any may be
-// missing: their frames are then shown as addresses).
+// missing: their frames are then shown as addresses). The core's memory
+// is read from the file when an unwind first needs it: Close the Core
+// when done.
 func Open(path, exe string, libs ...string) (*Core, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return nil, err
-	}
 	var objs []ObjectFile
 	for _, p := range append([]string{exe}, libs...) {
 		if p == "" {
@@ -171,7 +165,30 @@ func Open(path, exe string, libs ...string) (*Core, error) {
 		}
 		objs = append(objs, ObjectFile{Path: p, Data: b})
 	}
-	return Load(path, fh, st.Size(), objs...)
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return nil, err
+	}
+	c, err := Load(path, fh, st.Size(), objs...)
+	if err != nil {
+		fh.Close()
+		return nil, err
+	}
+	c.closer = fh
+	return c, nil
+}
+
+// Close closes the file Open opened (a no-op for a Core from Load).
+func (c *Core) Close() error {
+	if c.closer != nil {
+		return c.closer.Close()
+	}
+	return nil
 }
 
 // ObjectFile is an executable or shared library given by its bytes. The
@@ -181,8 +198,10 @@ type ObjectFile struct {
 	Data []byte // the file's contents
 }
 
-// Load reads the core r of size bytes (name is used in errors). Everything
-// Load keeps is read eagerly: r is not used after it returns.
+// Load reads the core r of size bytes (name is used in errors). The
+// notes, the executable's and libraries' symbols and the segments holding
+// each thread's sp, x29 and x18 are read now; other segments when an
+// unwind first needs them, so r must stay readable while the Core is used.
 func Load(name string, r io.ReaderAt, size int64, objs ...ObjectFile) (*Core, error) {
 	f, err := elfcore.Parse(name, r, size, false)
 	if err != nil {

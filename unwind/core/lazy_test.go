@@ -3,6 +3,7 @@ package core
 import (
 	"bytes"
 	"encoding/binary"
+	"os"
 	"sync"
 	"testing"
 
@@ -10,17 +11,17 @@ import (
 	"github.com/unwindkit/unwindkit/unwind"
 )
 
-// TestLazySegments: only the segments an unwind needs are copied: the
-// stack, and a second stack the frame chain leads into (loaded when the
-// walk first reaches it); a large heap segment is never read.
-func TestLazySegments(t *testing.T) {
+const (
+	stack = 0x7ff000
+	alt   = 0xa00000
+	heap  = 0x1000000
+	text  = 0x400000
+)
+
+// lazyCore is a core whose frame chain leads from the stack into a second
+// stack no register points into, beside a 1 MiB heap.
+func lazyCore() []byte {
 	le := binary.LittleEndian
-	const (
-		stack = 0x7ff000
-		alt   = 0xa00000
-		heap  = 0x1000000
-		text  = 0x400000
-	)
 	s := make([]byte, 0x1000)
 	a := make([]byte, 0x1000)
 	le.PutUint64(s[0x800:], alt+0x100) // record 1 -> record 2 on the other stack
@@ -39,7 +40,14 @@ func TestLazySegments(t *testing.T) {
 			{VAddr: heap, Flags: 6, Data: make([]byte, 1<<20)},
 		},
 	}
-	b := bd.Bytes()
+	return bd.Bytes()
+}
+
+// TestLazySegments: only the segments an unwind needs are copied: the
+// stack, and a second stack the frame chain leads into (loaded when the
+// walk first reaches it); a large heap segment is never read.
+func TestLazySegments(t *testing.T) {
+	b := lazyCore()
 	c, err := Load("lazy.core", bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		t.Fatal(err)
@@ -74,5 +82,25 @@ func TestLazySegments(t *testing.T) {
 	}
 	if n := len(c.mem.regions); n != 2 {
 		t.Errorf("%d segments loaded by concurrent walks, want 2", n)
+	}
+}
+
+// TestOpenFile: a Core from Open reads segments lazily from its file, so
+// an unwind that needs a segment Load did not read works after Open
+// returns, until Close.
+func TestOpenFile(t *testing.T) {
+	p := t.TempDir() + "/lazy.core"
+	if err := os.WriteFile(p, lazyCore(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(p, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs, err := c.Frames(&c.Threads[0], unwind.MethodFP); err != nil || len(fs) != 3 {
+		t.Errorf("FP after Open: %d frames, %v", len(fs), err)
+	}
+	if err := c.Close(); err != nil {
+		t.Error(err)
 	}
 }

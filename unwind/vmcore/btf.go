@@ -258,8 +258,11 @@ func (v *Vmcore) BTF(syms []KSym) (*BTF, error) {
 	if !ok1 || !ok2 {
 		return nil, fmt.Errorf("%s: __start_BTF/__stop_BTF not among the symbols", v.Path)
 	}
-	if stop <= start || stop-start > maxBTF || int64(stop-start) > v.f.Size {
-		return nil, fmt.Errorf("%s: BTF [%#x, %#x) is empty or larger than %d bytes or the dump", v.Path, start, stop, maxBTF)
+	switch {
+	case stop <= start || stop-start > maxBTF:
+		return nil, fmt.Errorf("%s: BTF [%#x, %#x) is empty or larger than %d bytes", v.Path, start, stop, maxBTF)
+	case int64(stop-start) > v.f.Size:
+		return nil, fmt.Errorf("%s: BTF [%#x, %#x) is larger than the dump (%d bytes): not in it", v.Path, start, stop, v.f.Size)
 	}
 	b := make([]byte, stop-start)
 	if err := v.ReadVirt(b, start); err != nil {

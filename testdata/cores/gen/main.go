@@ -35,6 +35,7 @@ func run(in, out string) error {
 	if err != nil {
 		return err
 	}
+	defer c.Close()
 	var keep [][2]uint64
 	for _, s := range c.Segments() {
 		end := s.Addr + s.Size
