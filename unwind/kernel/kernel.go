@@ -172,9 +172,19 @@ func (k *Kernel) loadBTF() error {
 	if k.BTFSize > maxBTFScan {
 		return fmt.Errorf("BTF of %d bytes is too large", k.BTFSize)
 	}
-	b := make([]byte, k.BTFSize)
-	if err := v.ReadVirt(b, k.BTFAt); err != nil {
-		return fmt.Errorf("reading BTF at %#x: %w", k.BTFAt, err)
+	// Read a page at a time: what is allocated never runs far ahead of
+	// what the dump really holds, whatever size a header claims.
+	ps := v.Info.PageSize
+	b := make([]byte, 0, min(k.BTFSize, 1<<20))
+	page := make([]byte, ps)
+	for off := uint64(0); off < k.BTFSize; {
+		va := k.BTFAt + off
+		n := min(ps-va%ps, k.BTFSize-off)
+		if err := v.ReadVirt(page[:n], va); err != nil {
+			return fmt.Errorf("reading BTF at %#x: %w", va, err)
+		}
+		b = append(b, page[:n]...)
+		off += n
 	}
 	t, err := vmcore.ParseBTF(b)
 	if err != nil {

@@ -66,6 +66,9 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 				if k.ABI != kernel.ABIFor(in.Major, in.Minor) || (in.Major == 6 && in.Minor <= 12 && k.ABI != kernel.ABIFinalRecord) {
 					t.Errorf("%s: kernel %s got rules %v", s.Name, in.OSRelease, k.ABI)
 				}
+				if i == 0 {
+					checkTable(t, k)
+				}
 				rep := k.Unwind(s.Name == "t")
 				c := rep.CPUs[s.StoppedCPU]
 				if c.Err != nil || c.End != kernel.EndFinal {
@@ -255,4 +258,28 @@ func checkSCS(t *testing.T, k *kernel.Kernel, what string, scsF, fpF []kernel.Fr
 		t.Logf("%s: SCS %d frames, FP %d; %s\n%s", what, len(scsF), len(fpF), strings.Join(notes, "; "), cmp)
 	}
 	return n
+}
+
+// checkTable checks the per-version offset table (used without BTF)
+// against the real kernel's BTF.
+func checkTable(t *testing.T, k *kernel.Kernel) {
+	t.Helper()
+	if k.BTF == nil {
+		t.Fatal("no BTF")
+	}
+	btf, tab := k.V.Offsets(k.BTF), k.V.Offsets(nil)
+	n := 0
+	for key, o := range tab {
+		if !strings.HasPrefix(o.Source, "table") {
+			continue
+		}
+		n++
+		if b := btf[key]; b.Source != "btf" || b.Value != o.Value {
+			t.Errorf("%s: table %d, BTF %d (%s)", key, o.Value, b.Value, b.Source)
+		}
+	}
+	if n == 0 {
+		t.Errorf("kernel %s: no table for its version", k.V.Info.OSRelease)
+	}
+	t.Logf("%d table offsets equal the BTF's (pt_regs.stackframe %d, sizeof(pt_regs) %d)", n, btf["pt_regs.stackframe"].Value, btf["sizeof(pt_regs)"].Value)
 }
