@@ -196,7 +196,51 @@ func OpenCapture(dir string) (*Capture, error) {
 	if c.Syms, err = vmcore.ParseKallsyms(bytes.NewReader(sb)); err != nil {
 		return nil, fmt.Errorf("%s: %w", sp, err)
 	}
+	dp := filepath.Join(dir, "datasyms.txt.gz")
+	if _, err := os.Stat(dp); err == nil {
+		db, err := readGzip(dp, 64<<20)
+		if err != nil {
+			return nil, err
+		}
+		ds, err := vmcore.ParseKallsyms(bytes.NewReader(db))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", dp, err)
+		}
+		c.Syms = MergeDataSyms(c.Syms, ds)
+	}
 	return c, nil
+}
+
+// MergeDataSyms adds to syms the data symbols of extra (types D, B, R in
+// either case, at or above _etext) that syms lacks: a kernel built
+// without CONFIG_KALLSYMS_ALL lists no data symbols in /proc/kallsyms, and
+// vmlinux's (nm) can supply them without changing any function's size.
+func MergeDataSyms(syms, extra []vmcore.KSym) []vmcore.KSym {
+	have := map[string]bool{}
+	var etext uint64
+	for _, s := range syms {
+		have[s.Name] = true
+		if s.Name == "_etext" {
+			etext = s.Addr
+		}
+	}
+	if etext == 0 {
+		return syms
+	}
+	out := append([]vmcore.KSym(nil), syms...)
+	for _, s := range extra {
+		switch s.Type {
+		case 'D', 'd', 'B', 'b', 'R', 'r':
+		default:
+			continue
+		}
+		if !have[s.Name] && s.Addr >= etext {
+			have[s.Name] = true
+			out = append(out, s)
+		}
+	}
+	vmcore.SortSizes(out)
+	return out
 }
 
 // Vmcore opens the trimmed vmcore of stop (STOP.vmcore.gz) in memory.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/unwind/kernel"
+	"github.com/unwindkit/unwindkit/unwind/vmcore"
 	"golang.org/x/sys/unix"
 )
 
@@ -68,6 +69,18 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 				}
 				if i == 0 {
 					checkTable(t, k)
+				}
+				// The current task read from the dump (per_cpu(__entry_task))
+				// is gdb's SP_EL0 wherever the CPU ran in the kernel.
+				for cpu, sp0 := range s.SPEL0() {
+					if sp0 < k.V.PageOffset || cpu >= len(k.V.CPUs) {
+						continue
+					}
+					if cur, how, err := k.Current(cpu); err != nil || cur != sp0 {
+						t.Errorf("%s: cpu %d: current %#x (%s, %v), gdb's SP_EL0 %#x", s.Name, cpu, cur, how, err, sp0)
+					} else if how != "per_cpu(__entry_task)" {
+						t.Errorf("%s: cpu %d: current from %s, want per_cpu(__entry_task)", s.Name, cpu, how)
+					}
 				}
 				rep := k.Unwind(s.Name == "t")
 				c := rep.CPUs[s.StoppedCPU]
@@ -282,4 +295,69 @@ func checkTable(t *testing.T, k *kernel.Kernel) {
 		t.Errorf("kernel %s: no table for its version", k.V.Info.OSRelease)
 	}
 	t.Logf("%d table offsets equal the BTF's (pt_regs.stackframe %d, sizeof(pt_regs) %d)", n, btf["pt_regs.stackframe"].Value, btf["sizeof(pt_regs)"].Value)
+}
+
+// TestFallbacksAgreeWithDataSymbols checks, on Debian's 6.1 (whose
+// kallsyms has no data symbols), that what the unwinder derives without
+// them equals what vmlinux's symbols give: the BTF found by its header
+// after _etext is __start_BTF..__stop_BTF, the IRQ stack inferred as the
+// THREAD_SIZE-aligned block holding sp is per_cpu(irq_stack_ptr), and the
+// walk from gdb's SP_EL0 as current is the same.
+func TestFallbacksAgreeWithDataSymbols(t *testing.T) {
+	cp, err := kernel.OpenCapture("../../testdata/kernel/deb-6.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text []vmcore.KSym
+	var start, stop uint64
+	for _, s := range cp.Syms {
+		switch {
+		case s.Name == "__start_BTF":
+			start = s.Addr
+		case s.Name == "__stop_BTF":
+			stop = s.Addr
+		}
+		if s.Type == 't' || s.Type == 'T' || s.Type == 'w' || s.Type == 'W' || s.Name == "_etext" {
+			text = append(text, s)
+		}
+	}
+	vmcore.SortSizes(text)
+	s0 := &cp.Expected.Stops[0]
+	v, err := cp.Vmcore(s0.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k0, err := kernel.New(v, text, kernel.Options{Current: s0.SPEL0()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k0.BTF == nil || k0.BTFAt != start || k0.BTFAt+k0.BTFSize != stop || start == 0 {
+		t.Fatalf("BTF found at [%#x, +%d), __start_BTF..__stop_BTF [%#x, %#x): %v", k0.BTFAt, k0.BTFSize, start, stop, k0.Notes)
+	}
+	s1 := &cp.Expected.Stops[1] // l-ipi: CPU0 on its IRQ stack
+	exact, err := cp.Kernel(s1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1, err := cp.Vmcore(s1.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k1, err := kernel.New(v1, text, kernel.Options{Current: s1.SPEL0(), BTF: k0.BTF, BTFFrom: s0.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	we, err1 := exact.CPUWalk(s1.StoppedCPU)
+	wi, err2 := k1.CPUWalk(s1.StoppedCPU)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if len(wi.Stacks) != 2 || wi.Stacks[1].Low != we.Stacks[1].Low || wi.Stacks[1].Kind != we.Stacks[1].Kind || !strings.HasPrefix(wi.Stacks[1].How, "inferred") {
+		t.Fatalf("inferred %s; from symbols %s", kernel.StacksString(wi), kernel.StacksString(we))
+	}
+	fe, _, erre := we.Run()
+	fi, _, erri := wi.Run()
+	if erre != nil || erri != nil || fmt.Sprint(exact.Strings(fe)) != fmt.Sprint(k1.Strings(fi)) {
+		t.Fatalf("walks differ: %v %v\n%v\n%v", erre, erri, exact.Strings(fe), k1.Strings(fi))
+	}
 }

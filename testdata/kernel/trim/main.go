@@ -52,6 +52,11 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// Data symbols from vmlinux (layout.sh) for kernels whose kallsyms
+	// has none (no CONFIG_KALLSYMS_ALL).
+	if ds, err := readKallsyms(filepath.Join(*out, "datasyms.txt.gz")); err == nil {
+		full = kernel.MergeDataSyms(full, ds)
+	}
 	keep := map[string]bool{}
 	for _, n := range dataSyms {
 		keep[n] = true
