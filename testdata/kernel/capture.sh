@@ -5,6 +5,7 @@
 #
 #   sh testdata/kernel/capture.sh deb-6.1      # Debian linux-image-6.1.0-57-cloud-arm64
 #   sh testdata/kernel/capture.sh deb-6.12     # Debian linux-image-6.12.117+deb12-cloud-arm64-unsigned
+#   sh testdata/kernel/capture.sh deb-6.12-nolva   # the same with arm64.nolva (48-bit VAs)
 #   sh testdata/kernel/capture.sh scs-6.12     # $KCAP/scs/scs-6.12/Image from build-scs.sh
 #   sh testdata/kernel/capture.sh scs-6.12-onstack, scs-6.1, scs-6.1-onstack   (likewise)
 #
@@ -33,11 +34,12 @@
 #                           traces and the unwinding need), gdb.log.gz (all registers, system
 #                           registers included, of both CPUs at each stop), and for the SCS
 #                           kernels config.gz (the full .config) and build-time.txt,
+#                           vmcoreinfo.txt (the VMCOREINFO note of l-ipi.vmcore),
 #                           manifest.txt
 #   testdata/kernel/usercore/ (deb-6.1 only) core.gz, crash, crash.c, gdb-bt.txt
 # CI never runs this (it needs minutes of TCG and a network); the outputs are committed.
 set -eu
-name=${1:?usage: capture.sh deb-6.1|deb-6.12|scs-6.12|scs-6.12-onstack|scs-6.1|scs-6.1-onstack}
+name=${1:?usage: capture.sh deb-6.1|deb-6.12|deb-6.12-nolva|scs-6.12|scs-6.12-onstack|scs-6.1|scs-6.1-onstack}
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 KCAP=${KCAP:-/work/kcap}
@@ -47,7 +49,7 @@ t0=$(date +%s)
 case $name in
 deb-6.1)
 	pkg=linux-image-6.1.0-57-cloud-arm64 kver=6.1.0-57-cloud-arm64 family=6.1 ;;
-deb-6.12)
+deb-6.12 | deb-6.12-nolva)
 	pkg=linux-image-6.12.117+deb12-cloud-arm64-unsigned kver=6.12.117+deb12-cloud-arm64 family=6.12 ;;
 scs-6.12 | scs-6.12-onstack) pkg= kver= family=6.12 ;;
 scs-6.1 | scs-6.1-onstack) pkg= kver= family=6.1 ;;
@@ -74,7 +76,7 @@ bb=$KCAP/bb
 [ -x "$bb/bin/busybox" ] || dpkg-deb -x "$(debof busybox-static)" "$bb"
 if [ -n "$pkg" ]; then
 	fetch "$pkg"
-	kdir=$KCAP/kernels/$name
+	kdir=$KCAP/kernels/${name%-nolva}
 	if [ ! -d "$kdir/boot" ]; then
 		mkdir -p "$kdir"
 		dpkg-deb -x "$(debof "$pkg")" "$kdir"
@@ -161,6 +163,7 @@ chmod +x "$root/init"
 port=$(awk -v s=$$ 'BEGIN { print 20000 + s % 20000 }')
 while ss -ltn 2>/dev/null | grep -q ":$port "; do port=$((port + 1)); done
 append="console=ttyAMA0 rdinit=/init nokaslr panic=-1"
+case $name in *-nolva) append="$append arm64.nolva" ;; esac # 48-bit VAs instead of 52-bit LPA2
 qemu="qemu-system-aarch64 -M virt,dtb-kaslr-seed=off -cpu max -smp 2 -m $MEM -display none \
 -no-reboot -monitor none -gdb tcp:127.0.0.1:$port -device vmcoreinfo -serial file:$cap/console.raw \
 -kernel $image -initrd $cap/initrd.gz"
@@ -232,6 +235,7 @@ kill $qpid 2>/dev/null || true
 t_done=$(date +%s)
 
 # --- keep the raw dumps outside git, extract the small files -------------------------------------
+(cd "$repo" && go run ./testdata/kernel/extract -vmcoreinfo "$cap/l-ipi.vmcore") >"$out/vmcoreinfo.txt"
 for s in l-syscall l-ipi t; do
 	[ -f "$cap/$s.vmcore" ] || { echo "no $s.vmcore" >&2; exit 1; }
 	nice zstd -q -T1 -10 --rm -f "$cap/$s.vmcore" -o "$cap/$s.vmcore.zst"

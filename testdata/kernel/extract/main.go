@@ -18,7 +18,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -98,7 +100,16 @@ func main() {
 	gdblog := flag.String("gdblog", "", "gdb.log")
 	kcap := flag.String("kcap", "", "directory for big outputs (outside git)")
 	out := flag.String("out", "", "directory for committed outputs")
+	vmcoreinfo := flag.String("vmcoreinfo", "", "print the VMCOREINFO note of this ELF vmcore and exit")
 	flag.Parse()
+	if *vmcoreinfo != "" {
+		note, err := readVMCOREINFO(*vmcoreinfo)
+		if err != nil {
+			log.Fatal(err)
+		}
+		os.Stdout.Write(note)
+		return
+	}
 	raw, err := os.ReadFile(*console)
 	if err != nil {
 		log.Fatal(err)
@@ -556,4 +567,38 @@ func summary(exp *Expected, syms []sym) string {
 	}
 	fmt.Fprintf(&b, "sysrq-t traces: %d\n", n)
 	return b.String()
+}
+
+// readVMCOREINFO returns the descriptor of the "VMCOREINFO" note in the PT_NOTE segments of an
+// ELF vmcore (what QEMU's dump-guest-memory copies from the guest's fw_cfg entry).
+func readVMCOREINFO(path string) ([]byte, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_NOTE {
+			continue
+		}
+		b := make([]byte, p.Filesz)
+		if _, err := p.ReadAt(b, 0); err != nil {
+			return nil, fmt.Errorf("%s: PT_NOTE at %#x: %v", path, p.Off, err)
+		}
+		for len(b) >= 12 {
+			namesz := binary.LittleEndian.Uint32(b[0:])
+			descsz := binary.LittleEndian.Uint32(b[4:])
+			nameEnd := 12 + (uint64(namesz)+3)&^3
+			descEnd := nameEnd + (uint64(descsz)+3)&^3
+			if descEnd > uint64(len(b)) {
+				break
+			}
+			name := strings.TrimRight(string(b[12:12+namesz]), "\x00")
+			if name == "VMCOREINFO" {
+				return b[nameEnd : nameEnd+uint64(descsz)], nil
+			}
+			b = b[descEnd:]
+		}
+	}
+	return nil, fmt.Errorf("%s: no VMCOREINFO note", path)
 }
