@@ -90,6 +90,7 @@ func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
 	k.ABI = ABIFor(in.Major, in.Minor)
 	k.note("kernel %s: unwinder rules %s", in.OSRelease, k.ABI)
 	k.note("PAC strip: %s (KERNELPACMASK %#x)", "kernel half of the dump's layout", in.KernelPACMask)
+	k.note("page tables: %s", v.Translation())
 	// THREAD_SHIFT is max(14 + KASAN_THREAD_SHIFT, PAGE_SHIFT) with
 	// VMAP_STACK (asm/memory.h); KASAN is not detected here.
 	k.ThreadSize = max(16<<10, in.PageSize)
