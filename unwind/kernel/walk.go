@@ -163,6 +163,9 @@ func (w *Walk) Run() ([]Frame, End, error) {
 	if w.Mem == nil {
 		return nil, EndError, errors.New("kernel: walk without memory")
 	}
+	if w.ABI != ABIFinalRecord && w.ABI != ABIMetaRecord {
+		return nil, EndError, fmt.Errorf("kernel: walk with unknown %v", w.ABI)
+	}
 	src := w.Source
 	if src == 0 {
 		src = SourceRegsPC

@@ -146,3 +146,11 @@ func testLayout(t *testing.T) ptrauth.Layout {
 	t.Helper()
 	return ptrauth.NewLayout(48, false)
 }
+
+func TestWalkNeedsABI(t *testing.T) {
+	_, w := chain(ABIFinalRecord)
+	w.ABI = 0
+	if fs, end, err := w.Run(); err == nil || end != EndError || len(fs) != 0 {
+		t.Fatalf("%d frames, %v, %v", len(fs), end, err)
+	}
+}
