@@ -17,6 +17,8 @@ func TestDumpKernel(t *testing.T) {
 		{"../../testdata/kernel/deb-6.12", "blocked tasks: 55 of 55 match", false},
 		{"../../testdata/kernel/scs-6.12", "blocked tasks: 31 of 31 match", true},
 		{"../../testdata/kernel/scs-6.12-onstack", "blocked tasks: 32 of 32 match", true},
+		{"../../testdata/kernel/scs-6.1", "blocked tasks: 25 of 25 match", true},
+		{"../../testdata/kernel/scs-6.1-onstack", "blocked tasks: 26 of 26 match", true},
 	} {
 		var b strings.Builder
 		if err := dumpKernel(&b, c.dir); err != nil {

@@ -19,6 +19,8 @@ func TestOnStackPolicyMatters(t *testing.T) {
 	}{
 		{"../../testdata/kernel/scs-6.12", "thread_info"},
 		{"../../testdata/kernel/scs-6.12-onstack", "on the stack"},
+		{"../../testdata/kernel/scs-6.1", "thread_info"},
+		{"../../testdata/kernel/scs-6.1-onstack", "on the stack"},
 	} {
 		cp, err := OpenCapture(c.dir)
 		if err != nil {
