@@ -9,6 +9,11 @@
 //	go run ./examples/unwinddump testdata/arm64/snapshots/clang-pacret-pauth-signal.json
 //	go run ./examples/unwinddump CORE EXE [LIB...]
 //	go run ./examples/unwinddump VMCORE
+//	go run ./examples/unwinddump testdata/kernel/deb-6.12
+//
+// A kernel capture directory (testdata/kernel/NAME) is unwound stop by
+// stop with the rules of its kernel version, beside the kernel's own
+// printed Call trace.
 package main
 
 import (
@@ -24,11 +29,13 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: unwinddump SNAPSHOT.json | unwinddump CORE EXE [LIB...] | unwinddump VMCORE")
+		fmt.Fprintln(os.Stderr, "usage: unwinddump SNAPSHOT.json | unwinddump CORE EXE [LIB...] | unwinddump VMCORE | unwinddump KERNEL-CAPTURE-DIR")
 		os.Exit(2)
 	}
 	var err error
 	switch {
+	case isKernelCapture(os.Args[1]):
+		err = dumpKernel(os.Stdout, os.Args[1])
 	case isELF(os.Args[1]) && len(os.Args) == 2:
 		err = dumpVmcore(os.Stdout, os.Args[1])
 	case isELF(os.Args[1]):

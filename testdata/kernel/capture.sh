@@ -242,6 +242,8 @@ for s in l-syscall l-ipi t; do
 done
 (cd "$repo" && go run ./testdata/kernel/extract -name "$name" -family "$family" \
 	-console "$cap/console.raw" -gdblog "$cap/gdb.log" -kcap "$cap" -out "$out")
+# trimmed vmcores (only the pages the unwinds read) and their symbols, checked on reopening
+(cd "$repo" && go run ./testdata/kernel/trim -raw "$cap" -out "$out")
 t_end=$(date +%s)
 
 {

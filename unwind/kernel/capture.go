@@ -1,0 +1,300 @@
+package kernel
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/unwindkit/unwindkit/unwind/vmcore"
+)
+
+// Expected is a capture's expected.json (testdata/kernel/README.md): the
+// stops where vmcores were dumped and every trace the kernel printed.
+type Expected struct {
+	// Name is the capture's name, Uname the guest's uname -a.
+	Name  string `json:"name"`
+	Uname string `json:"uname"`
+	// Stops are the breakpoint hits, Traces every printed trace in
+	// console order.
+	Stops  []Stop  `json:"stops"`
+	Traces []Trace `json:"traces"`
+}
+
+// Stop is one breakpoint hit where a vmcore NAME.vmcore was dumped.
+type Stop struct {
+	// Name is the stop's name (l-syscall, l-ipi, t).
+	Name string `json:"name"`
+	// Func is the function the breakpoint was on.
+	Func string `json:"func"`
+	// StoppedCPU is the CPU that hit the breakpoint.
+	StoppedCPU int `json:"stopped_cpu"`
+	// Trace is the index in Traces of the stopped CPU's printed trace,
+	// -1 if none.
+	Trace int `json:"trace"`
+	// CPUs are the registers of each CPU at the stop.
+	CPUs []StopRegs `json:"cpus"`
+}
+
+// StopRegs are one CPU's registers at a stop as gdb printed them (hex).
+type StopRegs struct {
+	// CPU is the CPU's index; Regs maps register names to hex values.
+	CPU  int               `json:"cpu"`
+	Regs map[string]string `json:"regs"`
+}
+
+// Trace is one printed `Call trace:`, frames as printed, innermost first.
+type Trace struct {
+	// Scenario is the console marker in force (l1..l4, t); Stop the
+	// stop it belongs to; Title the line that introduced it; CPU, PID,
+	// Comm and State what it printed about the CPU or task (-1: not
+	// printed).
+	Scenario string `json:"scenario"`
+	Stop     string `json:"stop"`
+	Title    string `json:"title"`
+	CPU      int    `json:"cpu"`
+	PID      int    `json:"pid"`
+	Comm     string `json:"comm"`
+	State    string `json:"state"`
+	// Frames are the frames as printed, innermost first.
+	Frames []string `json:"frames"`
+}
+
+// maxExpected bounds expected.json.
+const maxExpected = 16 << 20
+
+// ParseExpected parses expected.json and checks its references.
+func ParseExpected(b []byte) (*Expected, error) {
+	if len(b) > maxExpected {
+		return nil, fmt.Errorf("expected.json: %d bytes (limit %d)", len(b), maxExpected)
+	}
+	var e Expected
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, fmt.Errorf("expected.json: %w", err)
+	}
+	for i, s := range e.Stops {
+		if s.Trace < -1 || s.Trace >= len(e.Traces) {
+			return nil, fmt.Errorf("expected.json: stop %d (%s): trace %d outside [-1, %d)", i, s.Name, s.Trace, len(e.Traces))
+		}
+		if s.Name == "" || strings.ContainsAny(s.Name, `/\`) || s.Name[0] == '.' {
+			return nil, fmt.Errorf("expected.json: stop %d: bad name %q", i, s.Name)
+		}
+	}
+	return &e, nil
+}
+
+// SPEL0 returns the stop's SP_EL0 (the current task) of each CPU as gdb
+// printed it, 0 where missing.
+func (s *Stop) SPEL0() []uint64 {
+	var out []uint64
+	for _, c := range s.CPUs {
+		if c.CPU < 0 || c.CPU >= 4096 {
+			continue
+		}
+		for len(out) <= c.CPU {
+			out = append(out, 0)
+		}
+		v, err := strconv.ParseUint(strings.TrimPrefix(c.Regs["SP_EL0"], "0x"), 16, 64)
+		if err == nil {
+			out[c.CPU] = v
+		}
+	}
+	return out
+}
+
+// PrintingCode are the functions of the kernel's trace-printing paths
+// (lib/dump_stack.c, arch/arm64/kernel/stacktrace.c, lib/nmi_backtrace.c,
+// drivers/tty/sysrq.c, kernel/sched/core.c): a printed trace is compared
+// from its first frame outside them, since the dump was taken before they
+// ran.
+var PrintingCode = map[string]bool{
+	"dump_backtrace": true, "show_stack": true, "dump_stack_lvl": true, "dump_stack": true,
+	"nmi_cpu_backtrace": true, "show_regs": true, "__show_regs": true, "showacpu": true,
+	"sched_show_task": true, "arch_stack_walk": true, "kunwind_stack_walk": true,
+}
+
+// FuncOf returns the function name of a frame printed as func+0xoff/0xsize.
+func FuncOf(frame string) string {
+	f, _, _ := strings.Cut(frame, "+")
+	return f
+}
+
+// PrintedFrom returns the index of the first printed frame outside
+// PrintingCode.
+func PrintedFrom(printed []string) int {
+	p := 0
+	for p < len(printed) && PrintingCode[FuncOf(printed[p])] {
+		p++
+	}
+	return p
+}
+
+// MatchPrinted checks that walk (frames formatted as the kernel prints
+// them) ends with the printed trace from its first frame outside the
+// printing code, frame by frame. It returns the index in walk where the
+// match starts, or an error naming the first difference.
+func MatchPrinted(walk, printed []string) (int, error) {
+	p := PrintedFrom(printed)
+	want := printed[p:]
+	if len(want) == 0 {
+		return 0, fmt.Errorf("the printed trace has no frame outside the printing code")
+	}
+	at := len(walk) - len(want)
+	if at < 0 {
+		return 0, fmt.Errorf("the walk has %d frames, the printed trace %d from frame %d (%s)", len(walk), len(want), p, want[0])
+	}
+	for i := len(want) - 1; i >= 0; i-- {
+		if walk[at+i] != want[i] {
+			return at, fmt.Errorf("printed frame %d %s, walk frame %d %s", p+i, want[i], at+i, walk[at+i])
+		}
+	}
+	return at, nil
+}
+
+// Capture is one shipped capture directory: expected.json, syms.txt.gz
+// and the trimmed vmcores STOP.vmcore.gz.
+type Capture struct {
+	// Dir is the capture's directory.
+	Dir string
+	// Expected is its expected.json.
+	Expected *Expected
+	// Syms are its symbols.
+	Syms []vmcore.KSym
+
+	btf      *vmcore.BTF
+	btfBuild string
+}
+
+// maxVmcore bounds a decompressed vmcore read into memory.
+const maxVmcore = 256 << 20
+
+// OpenCapture reads dir's expected.json and symbols (syms.txt.gz, or
+// kallsyms.txt.gz when there is none).
+func OpenCapture(dir string) (*Capture, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "expected.json"))
+	if err != nil {
+		return nil, err
+	}
+	e, err := ParseExpected(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	c := &Capture{Dir: dir, Expected: e}
+	sp := filepath.Join(dir, "syms.txt.gz")
+	if _, err := os.Stat(sp); err != nil {
+		sp = filepath.Join(dir, "kallsyms.txt.gz")
+	}
+	sb, err := readGzip(sp, 64<<20)
+	if err != nil {
+		return nil, err
+	}
+	if c.Syms, err = vmcore.ParseKallsyms(bytes.NewReader(sb)); err != nil {
+		return nil, fmt.Errorf("%s: %w", sp, err)
+	}
+	dp := filepath.Join(dir, "datasyms.txt.gz")
+	if _, err := os.Stat(dp); err == nil {
+		db, err := readGzip(dp, 64<<20)
+		if err != nil {
+			return nil, err
+		}
+		ds, err := vmcore.ParseKallsyms(bytes.NewReader(db))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", dp, err)
+		}
+		c.Syms = MergeDataSyms(c.Syms, ds)
+	}
+	return c, nil
+}
+
+// MergeDataSyms adds to syms the data symbols of extra (types D, B, R in
+// either case, at or above _etext) that syms lacks: a kernel built
+// without CONFIG_KALLSYMS_ALL lists no data symbols in /proc/kallsyms, and
+// vmlinux's (nm) can supply them without changing any function's size.
+func MergeDataSyms(syms, extra []vmcore.KSym) []vmcore.KSym {
+	have := map[string]bool{}
+	var etext uint64
+	for _, s := range syms {
+		have[s.Name] = true
+		if s.Name == "_etext" {
+			etext = s.Addr
+		}
+	}
+	if etext == 0 {
+		return syms
+	}
+	out := append([]vmcore.KSym(nil), syms...)
+	for _, s := range extra {
+		switch s.Type {
+		case 'D', 'd', 'B', 'b', 'R', 'r':
+		default:
+			continue
+		}
+		if !have[s.Name] && s.Addr >= etext {
+			have[s.Name] = true
+			out = append(out, s)
+		}
+	}
+	vmcore.SortSizes(out)
+	return out
+}
+
+// Vmcore opens the trimmed vmcore of stop (STOP.vmcore.gz) in memory.
+func (c *Capture) Vmcore(stop string) (*vmcore.Vmcore, error) {
+	p := filepath.Join(c.Dir, stop+".vmcore.gz")
+	b, err := readGzip(p, maxVmcore)
+	if err != nil {
+		return nil, err
+	}
+	return vmcore.Load(p, bytes.NewReader(b), int64(len(b)))
+}
+
+// Kernel opens stop's vmcore and prepares it, with the stop's SP_EL0 as
+// the current tasks for kernels without __entry_task among the symbols.
+// The BTF is shipped once per capture, in the first stop's vmcore: the
+// other stops (the same boot) use it.
+func (c *Capture) Kernel(s *Stop) (*Kernel, error) {
+	v, err := c.Vmcore(s.Name)
+	if err != nil {
+		return nil, err
+	}
+	opts := Options{Current: s.SPEL0()}
+	if first := &c.Expected.Stops[0]; first.Name != s.Name {
+		if c.btf == nil {
+			k0, err := c.Kernel(first)
+			if err != nil {
+				return nil, err
+			}
+			if k0.BTF == nil {
+				return nil, fmt.Errorf("%s: %s.vmcore.gz holds no BTF", c.Dir, first.Name)
+			}
+			c.btf, c.btfBuild = k0.BTF, k0.Build()
+		}
+		opts.BTF, opts.BTFFrom, opts.BTFBuild = c.btf, first.Name+".vmcore.gz", c.btfBuild
+	}
+	return New(v, c.Syms, opts)
+}
+
+func readGzip(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	b, err := io.ReadAll(io.LimitReader(zr, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: more than %d bytes decompressed", path, limit)
+	}
+	return b, nil
+}

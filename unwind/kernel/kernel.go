@@ -1,0 +1,469 @@
+// Package kernel unwinds the kernel stacks in an arm64 Linux vmcore the
+// way the kernel that wrote it unwinds them (arch/arm64/kernel/stacktrace.c
+// of that version): the stopped CPUs from their dumped registers, across
+// the per-CPU IRQ stack and the exception boundary into the interrupted
+// task, down to the task's final frame; and blocked tasks from their
+// cpu_context (stack_trace_save_tsk).
+//
+// The rules are picked from the kernel version in VMCOREINFO ([ABIFor]):
+// up to 6.12 a task's stack ends at the frame record inside its pt_regs
+// (fp == &task_pt_regs(task)->stackframe: EL0 entry zeroes it, EL1 entry
+// writes a synthetic {x29, elr} that the walk follows across the exception
+// boundary); 6.13 introduced meta frame records (FINAL and PT_REGS types).
+// Only the older ABI has been checked against real kernels (Debian's 6.1
+// and 6.12, testdata/kernel); the meta-record rules follow the model of
+// package fp.
+//
+// Structure offsets come from the kernel's BTF in the dump (found through
+// __start_BTF/__stop_BTF or, for kernels whose kallsyms lacks data
+// symbols, by its header in the image after _etext), per-CPU data from
+// __per_cpu_offset, and every choice is listed in [Kernel.Notes].
+package kernel
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+
+	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/unwind/vmcore"
+)
+
+// Options adjusts what New derives.
+type Options struct {
+	// Current gives each CPU's current task (the task_struct address in
+	// SP_EL0, e.g. from a debugger's register dump) for kernels whose
+	// symbols lack the per-CPU __entry_task. 0 entries are unknown.
+	Current []uint64
+	// BTFAt and BTFSize give where the BTF is, skipping the search.
+	BTFAt, BTFSize uint64
+	// BTF, when set, is used instead of reading the dump's own: the BTF
+	// of another dump of the same kernel build (BTFFrom names it; New
+	// checks that OSRELEASE and BUILD-ID agree when BTFBuild is set).
+	BTF      *vmcore.BTF
+	BTFFrom  string
+	BTFBuild string
+}
+
+// Kernel is a vmcore prepared for unwinding.
+type Kernel struct {
+	// V is the dump.
+	V *vmcore.Vmcore
+	// Syms are the kernel's symbols, sorted by address.
+	Syms []vmcore.KSym
+	// ABI is the frame-record ABI of the dump's kernel version.
+	ABI ABI
+	// BTF is the kernel's type information (nil if none was found).
+	BTF *vmcore.BTF
+	// BTFAt and BTFSize are where the BTF was read.
+	BTFAt, BTFSize uint64
+	// Regs is the layout of struct pt_regs.
+	Regs PtRegs
+	// ThreadSize is THREAD_SIZE (and IRQ_STACK_SIZE).
+	ThreadSize uint64
+	// PerCPU is __per_cpu_offset[cpu] (nil when the symbol is unknown).
+	PerCPU []uint64
+	// Notes says what was applied and where each value came from.
+	Notes []string
+
+	off  map[string]uint64
+	opts Options
+	sym  map[string]uint64
+}
+
+// keys read from BTF besides vmcore.OffsetKeys.
+var taskKeys = []string{"task_struct.tasks", "task_struct.pid", "task_struct.comm", "task_struct.__state"}
+
+// New prepares v for unwinding with the symbols syms (from /proc/kallsyms
+// text or the dump's own tables).
+func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
+	if !v.HasInfo {
+		return nil, fmt.Errorf("%s: no VMCOREINFO: kernel version and layout unknown", v.Path)
+	}
+	k := &Kernel{V: v, Syms: syms, opts: opts, off: map[string]uint64{}, sym: map[string]uint64{}}
+	for _, s := range syms {
+		if _, ok := k.sym[s.Name]; !ok {
+			k.sym[s.Name] = s.Addr
+		}
+	}
+	in := &v.Info
+	k.ABI = ABIFor(in.Major, in.Minor)
+	k.note("kernel %s: unwinder rules %s", in.OSRelease, k.ABI)
+	k.note("PAC strip: %s (KERNELPACMASK %#x)", "kernel half of the dump's layout", in.KernelPACMask)
+	k.note("page tables: %s", v.Translation())
+	// THREAD_SHIFT is max(14 + KASAN_THREAD_SHIFT, PAGE_SHIFT) with
+	// VMAP_STACK (asm/memory.h); KASAN is not detected here.
+	k.ThreadSize = max(16<<10, in.PageSize)
+	k.note("THREAD_SIZE %#x (14-bit minimum or the page size; KASAN kernels double it)", k.ThreadSize)
+	if opts.BTF != nil {
+		if opts.BTFBuild != "" && opts.BTFBuild != buildOf(v) {
+			return nil, fmt.Errorf("%s: BTF from %s is of build %q, this dump is %q", v.Path, opts.BTFFrom, opts.BTFBuild, buildOf(v))
+		}
+		k.BTF = opts.BTF
+		k.note("BTF from %s (same build %s)", opts.BTFFrom, buildOf(v))
+	} else if err := k.loadBTF(); err != nil {
+		k.note("BTF: %v", err)
+	}
+	offs := v.Offsets(k.BTF)
+	for _, key := range vmcore.OffsetKeys {
+		o := offs[key]
+		if o.Source != "" {
+			k.off[key] = o.Value
+		}
+	}
+	if k.BTF != nil {
+		for _, key := range taskKeys {
+			if o, err := k.BTF.Offset(key); err == nil {
+				k.off[key] = o
+			}
+		}
+	}
+	need := []string{"pt_regs.regs", "pt_regs.pc", "pt_regs.stackframe", "sizeof(pt_regs)"}
+	for _, key := range need {
+		if _, ok := k.off[key]; !ok {
+			return nil, fmt.Errorf("%s: %s unknown (no BTF and no table for %d.%d)", v.Path, key, in.Major, in.Minor)
+		}
+	}
+	k.Regs = PtRegs{Size: k.off["sizeof(pt_regs)"], X29: k.off["pt_regs.regs"] + 29*8, PC: k.off["pt_regs.pc"], StackFrame: k.off["pt_regs.stackframe"]}
+	k.note("pt_regs: size %d, stackframe at %d, pc at %d (from %s)", k.Regs.Size, k.Regs.StackFrame, k.Regs.PC, offs["pt_regs.stackframe"].Source)
+	if pc, err := v.PerCPUOffsets(syms, len(v.CPUs)); err == nil {
+		k.PerCPU = pc
+		k.note("per-CPU offsets from __per_cpu_offset")
+	} else {
+		k.note("per-CPU offsets unknown: %v", err)
+	}
+	return k, nil
+}
+
+// buildOf identifies a kernel build: OSRELEASE and BUILD-ID.
+func buildOf(v *vmcore.Vmcore) string {
+	return v.Info.OSRelease + " " + v.Info.Raw["BUILD-ID"]
+}
+
+// Build identifies the kernel build of the dump (OSRELEASE and the
+// BUILD-ID of VMCOREINFO): dumps of one build share their BTF.
+func (k *Kernel) Build() string { return buildOf(k.V) }
+
+func (k *Kernel) note(format string, args ...any) {
+	k.Notes = append(k.Notes, fmt.Sprintf(format, args...))
+}
+
+// maxBTFScan bounds the search for the BTF header after _etext.
+const maxBTFScan = 96 << 20
+
+func (k *Kernel) loadBTF() error {
+	v := k.V
+	if k.opts.BTFAt != 0 {
+		k.BTFAt, k.BTFSize = k.opts.BTFAt, k.opts.BTFSize
+	} else if s, ok1 := k.sym["__start_BTF"]; ok1 {
+		e, ok2 := k.sym["__stop_BTF"]
+		if !ok2 || e <= s {
+			return fmt.Errorf("__stop_BTF missing or below __start_BTF")
+		}
+		k.BTFAt, k.BTFSize = s, e-s
+		k.note("BTF at __start_BTF %#x, %d bytes", s, e-s)
+	} else {
+		at, size, err := k.scanBTF()
+		if err != nil {
+			return err
+		}
+		k.BTFAt, k.BTFSize = at, size
+		k.note("BTF found by its header at %#x (%d bytes): __start_BTF is not among the symbols", at, size)
+	}
+	if k.BTFSize > maxBTFScan {
+		return fmt.Errorf("BTF of %d bytes is too large", k.BTFSize)
+	}
+	// Read a page at a time: what is allocated never runs far ahead of
+	// what the dump really holds, whatever size a header claims.
+	ps := v.Info.PageSize
+	b := make([]byte, 0, min(k.BTFSize, 1<<20))
+	page := make([]byte, ps)
+	for off := uint64(0); off < k.BTFSize; {
+		va := k.BTFAt + off
+		n := min(ps-va%ps, k.BTFSize-off)
+		if err := v.ReadVirt(page[:n], va); err != nil {
+			return fmt.Errorf("reading BTF at %#x: %w", va, err)
+		}
+		b = append(b, page[:n]...)
+		off += n
+	}
+	t, err := vmcore.ParseBTF(b)
+	if err != nil {
+		return err
+	}
+	k.BTF = t
+	return nil
+}
+
+// scanBTF looks for the BTF header (magic 0xeb9f, version 1, flags 0,
+// header length 24) at 4-byte steps in the kernel image after _etext,
+// where .BTF sits in the read-only data.
+func (k *Kernel) scanBTF() (uint64, uint64, error) {
+	start, ok := k.sym["_etext"]
+	if !ok {
+		return 0, 0, fmt.Errorf("neither __start_BTF nor _etext among the symbols")
+	}
+	ps := k.V.Info.PageSize
+	page := make([]byte, ps)
+	le := binary.LittleEndian
+	for va := start &^ (ps - 1); va < start+maxBTFScan; va += ps {
+		if k.V.ReadVirt(page, va) != nil {
+			continue
+		}
+		for o := uint64(0); o+24 <= ps; o += 4 {
+			if le.Uint64(page[o:]) != 0x000000180001eb9f {
+				continue
+			}
+			var h [24]byte
+			if k.V.ReadVirt(h[:], va+o) != nil {
+				continue
+			}
+			typOff, typLen := uint64(le.Uint32(h[8:])), uint64(le.Uint32(h[12:]))
+			strOff, strLen := uint64(le.Uint32(h[16:])), uint64(le.Uint32(h[20:]))
+			size := 24 + max(typOff+typLen, strOff+strLen)
+			if size > 24 && size <= maxBTFScan {
+				return va + o, size, nil
+			}
+		}
+	}
+	return 0, 0, fmt.Errorf("no BTF header within %d MiB after _etext", maxBTFScan>>20)
+}
+
+func (k *Kernel) read64(va uint64) (uint64, error) { return k.V.ReadVirt64(va) }
+
+func (k *Kernel) percpu(name string, cpu int) (uint64, error) {
+	a, ok := k.sym[name]
+	if !ok {
+		return 0, fmt.Errorf("%s is not among the symbols", name)
+	}
+	if k.PerCPU == nil || cpu < 0 || cpu >= len(k.PerCPU) {
+		return 0, fmt.Errorf("per-CPU offset of cpu %d unknown", cpu)
+	}
+	return a + k.PerCPU[cpu], nil
+}
+
+// Current returns the task running on cpu: per_cpu(__entry_task, cpu)
+// (arch/arm64/kernel/process.c), or Options.Current.
+func (k *Kernel) Current(cpu int) (uint64, string, error) {
+	if a, err := k.percpu("__entry_task", cpu); err == nil {
+		t, err := k.read64(a)
+		return t, "per_cpu(__entry_task)", err
+	}
+	if cpu >= 0 && cpu < len(k.opts.Current) && k.opts.Current[cpu] != 0 {
+		t := k.opts.Current[cpu]
+		// In the kernel SP_EL0 holds current; from EL0, and in the
+		// vectors before kernel_entry switches it, it is the user sp.
+		if t < k.V.PageOffset {
+			return 0, "", fmt.Errorf("current task of cpu %d unknown: SP_EL0 %#x is no kernel address (the CPU was in or just left EL0)", cpu, t)
+		}
+		return t, "SP_EL0 given by the caller", nil
+	}
+	return 0, "", fmt.Errorf("current task of cpu %d unknown: no __entry_task symbol and no SP_EL0 given", cpu)
+}
+
+func (k *Kernel) offset(key string) (uint64, error) {
+	o, ok := k.off[key]
+	if !ok {
+		return 0, fmt.Errorf("offset %s unknown (no BTF)", key)
+	}
+	return o, nil
+}
+
+// TaskStack returns task->stack's bounds.
+func (k *Kernel) TaskStack(task uint64) (Stack, error) {
+	o, err := k.offset("task_struct.stack")
+	if err != nil {
+		return Stack{}, err
+	}
+	s, err := k.read64(task + o)
+	if err != nil {
+		return Stack{}, fmt.Errorf("task %#x: stack: %w", task, err)
+	}
+	if s == 0 || s%k.ThreadSize != 0 {
+		return Stack{}, fmt.Errorf("task %#x: stack %#x is not THREAD_SIZE aligned", task, s)
+	}
+	return Stack{Low: s, High: s + k.ThreadSize, Kind: fp.Task, How: "task->stack (btf)"}, nil
+}
+
+// CPUStacks returns the stacks the kernel lets an unwind of cpu's current
+// task use: the task stack, the CPU's IRQ stack, its overflow stack and
+// its SDEI stacks (those the symbols give), and says where each came from.
+func (k *Kernel) CPUStacks(cpu int, task uint64) ([]Stack, error) {
+	ts, err := k.TaskStack(task)
+	if err != nil {
+		return nil, err
+	}
+	out := []Stack{ts}
+	sp := k.V.CPUs[cpu].Regs.SP
+	if a, err := k.percpu("irq_stack_ptr", cpu); err == nil {
+		p, err := k.read64(a)
+		if err != nil {
+			return nil, fmt.Errorf("irq_stack_ptr of cpu %d: %w", cpu, err)
+		}
+		out = append(out, Stack{Low: p, High: p + k.ThreadSize, Kind: fp.IRQ, How: "per_cpu(irq_stack_ptr)"})
+	} else if sp < ts.Low || sp >= ts.High {
+		lo := sp &^ (k.ThreadSize - 1)
+		out = append(out, Stack{Low: lo, High: lo + k.ThreadSize, Kind: fp.IRQ,
+			How: "inferred: the THREAD_SIZE-aligned block holding sp, off the task stack (irq_stack_ptr: " + err.Error() + ")"})
+	}
+	if a, err := k.percpu("overflow_stack", cpu); err == nil {
+		out = append(out, Stack{Low: a, High: a + 4096, Kind: fp.Overflow, How: "per_cpu(overflow_stack)"})
+	}
+	for _, s := range []struct {
+		name string
+		kind fp.StackKind
+	}{{"sdei_stack_normal_ptr", fp.SDEINormal}, {"sdei_stack_critical_ptr", fp.SDEICritical}} {
+		if a, err := k.percpu(s.name, cpu); err == nil {
+			if p, err := k.read64(a); err == nil && p != 0 {
+				out = append(out, Stack{Low: p, High: p + k.ThreadSize, Kind: s.kind, How: "per_cpu(" + s.name + ")"})
+			}
+		}
+	}
+	return out, nil
+}
+
+// CPUWalk is the walk of cpu from its dumped registers, PACs stripped
+// with the dump's layout. When the CPU stopped at the first instruction
+// of a function (a breakpoint on it), its x30 is the caller's return
+// address and is reported second (SourceLR): the prologue has not pushed
+// it yet.
+func (k *Kernel) CPUWalk(cpu int) (*Walk, error) {
+	if cpu < 0 || cpu >= len(k.V.CPUs) {
+		return nil, fmt.Errorf("%s: no cpu %d", k.V.Path, cpu)
+	}
+	task, how, err := k.Current(cpu)
+	if err != nil {
+		return nil, err
+	}
+	stacks, err := k.CPUStacks(cpu, task)
+	if err != nil {
+		return nil, err
+	}
+	r := &k.V.CPUs[cpu].Regs
+	w := &Walk{Mem: k.V, ABI: k.ABI, Regs: k.Regs, Stacks: stacks, TaskPtRegs: stacks[0].High - k.Regs.Size,
+		FP: r.X[29], PC: r.PC, Source: SourceRegsPC, Layout: k.V.Layout}
+	if s, ok := k.Sym(r.PC); ok && s.Addr == r.PC {
+		w.LR = r.X[30]
+	}
+	k.note("cpu %d: current task %#x (%s)", cpu, task, how)
+	return w, nil
+}
+
+// Task is a task of the dump's task list.
+type Task struct {
+	// Addr is the task_struct's address.
+	Addr uint64
+	// PID is task->pid.
+	PID int
+	// Comm is task->comm.
+	Comm string
+	// State is task->__state.
+	State uint64
+	// FP, SP and PC are its cpu_context (thread_saved_fp/sp/pc).
+	FP, SP, PC uint64
+}
+
+// maxTasks bounds the task list walk.
+const maxTasks = 1 << 16
+
+// Tasks walks the task list (task_struct.tasks) from init_task (or from
+// start when init_task is not among the symbols).
+func (k *Kernel) Tasks(start uint64) ([]Task, error) {
+	if a, ok := k.sym["init_task"]; ok {
+		start = a
+	}
+	if start == 0 {
+		return nil, fmt.Errorf("%s: init_task is not among the symbols and no task given", k.V.Path)
+	}
+	var offs [4]uint64
+	for i, key := range taskKeys {
+		o, err := k.offset(key)
+		if err != nil {
+			return nil, err
+		}
+		offs[i] = o
+	}
+	ctx, err := k.offset("task_struct.thread.cpu_context")
+	if err != nil {
+		return nil, err
+	}
+	cfp, cpc, csp := k.off["cpu_context.fp"], k.off["cpu_context.pc"], k.off["cpu_context.sp"]
+	var out []Task
+	seen := map[uint64]bool{}
+	for t := start; !seen[t]; {
+		if len(out) >= maxTasks {
+			return out, fmt.Errorf("%s: more than %d tasks", k.V.Path, maxTasks)
+		}
+		seen[t] = true
+		task := Task{Addr: t}
+		var b [16]byte
+		if err := k.V.ReadVirt(b[:4], t+offs[1]); err != nil {
+			return out, fmt.Errorf("task %#x: pid: %w", t, err)
+		}
+		task.PID = int(int32(binary.LittleEndian.Uint32(b[:])))
+		if err := k.V.ReadVirt(b[:], t+offs[2]); err != nil {
+			return out, fmt.Errorf("task %#x: comm: %w", t, err)
+		}
+		n := 0
+		for n < 16 && b[n] != 0 {
+			n++
+		}
+		task.Comm = string(b[:n])
+		if err := k.V.ReadVirt(b[:4], t+offs[3]); err != nil {
+			return out, fmt.Errorf("task %#x: __state: %w", t, err)
+		}
+		task.State = uint64(binary.LittleEndian.Uint32(b[:]))
+		for _, f := range []struct {
+			dst *uint64
+			off uint64
+		}{{&task.FP, cfp}, {&task.SP, csp}, {&task.PC, cpc}} {
+			if *f.dst, err = k.read64(t + ctx + f.off); err != nil {
+				return out, fmt.Errorf("task %#x: cpu_context: %w", t, err)
+			}
+		}
+		out = append(out, task)
+		next, err := k.read64(t + offs[0])
+		if err != nil {
+			return out, fmt.Errorf("task %#x: tasks.next: %w", t, err)
+		}
+		t = next - offs[0]
+	}
+	return out, nil
+}
+
+// TaskWalk is stack_trace_save_tsk's walk of a task that is not running:
+// from its cpu_context, on its own stack only.
+func (k *Kernel) TaskWalk(t Task) (*Walk, error) {
+	s, err := k.TaskStack(t.Addr)
+	if err != nil {
+		return nil, err
+	}
+	return &Walk{Mem: k.V, ABI: k.ABI, Regs: k.Regs, Stacks: []Stack{s}, TaskPtRegs: s.High - k.Regs.Size,
+		FP: t.FP, PC: t.PC, Source: SourceTask, Layout: k.V.Layout}, nil
+}
+
+// Sym returns the symbol holding pc: the last at or below it (the first
+// of several at one address, as kallsyms picks).
+func (k *Kernel) Sym(pc uint64) (vmcore.KSym, bool) {
+	i := sort.Search(len(k.Syms), func(i int) bool { return k.Syms[i].Addr > pc }) - 1
+	if i < 0 {
+		return vmcore.KSym{}, false
+	}
+	for i > 0 && k.Syms[i-1].Addr == k.Syms[i].Addr {
+		i--
+	}
+	s := k.Syms[i]
+	if s.Size != 0 && pc-s.Addr >= s.Size {
+		return vmcore.KSym{}, false
+	}
+	return s, true
+}
+
+// Format returns pc as the kernel prints it (%pS): function+0xoff/0xsize.
+func (k *Kernel) Format(pc uint64) string {
+	s, ok := k.Sym(pc)
+	if !ok {
+		return fmt.Sprintf("%#x", pc)
+	}
+	return fmt.Sprintf("%s+%#x/%#x", s.Name, pc-s.Addr, s.Size)
+}

@@ -1,0 +1,363 @@
+package kernel_test
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/unwind/kernel"
+	"github.com/unwindkit/unwindkit/unwind/vmcore"
+	"golang.org/x/sys/unix"
+)
+
+// captures returns the shipped kernel captures that have trimmed vmcores.
+func captures(t *testing.T) []string {
+	t.Helper()
+	ms, err := filepath.Glob("../../testdata/kernel/*/syms.txt.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range ms {
+		out = append(out, filepath.Dir(m))
+	}
+	// Debian's 6.1 and 6.12 are shipped; SCS builds join when captured.
+	for _, want := range []string{"deb-6.1", "deb-6.12"} {
+		found := false
+		for _, d := range out {
+			found = found || filepath.Base(d) == want
+		}
+		if !found {
+			t.Errorf("capture %s with trimmed vmcores is missing", want)
+		}
+	}
+	return out
+}
+
+// TestRealKernelsMatchPrintedTrace checks, on every shipped capture of a
+// real kernel, that the FP walk over the vmcore with the kernel's own rules
+// contains the kernel's printed Call trace frame by frame
+// (function+offset/size), for the stopped CPU of each stop (from its
+// dumped registers, across the IRQ stack and pt_regs into the interrupted
+// task, down to the final frame) and for every blocked task of sysrq-t
+// (from cpu_context).
+func TestRealKernelsMatchPrintedTrace(t *testing.T) {
+	defer func() {
+		for r, n := range rules {
+			t.Logf("SCS copy lacks %3d frames: %s", n, r)
+		}
+	}()
+	for _, dir := range captures(t) {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			cp, err := kernel.OpenCapture(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cpuFrames, taskTraces, taskFrames, scsRows := 0, 0, 0, 0
+			for i := range cp.Expected.Stops {
+				s := &cp.Expected.Stops[i]
+				k, err := cp.Kernel(s)
+				if err != nil {
+					t.Fatalf("%s: %v", s.Name, err)
+				}
+				in := &k.V.Info
+				if k.ABI != kernel.ABIFor(in.Major, in.Minor) || (in.Major == 6 && in.Minor <= 12 && k.ABI != kernel.ABIFinalRecord) {
+					t.Errorf("%s: kernel %s got rules %v", s.Name, in.OSRelease, k.ABI)
+				}
+				if i == 0 {
+					checkTable(t, k)
+				}
+				// The current task read from the dump (per_cpu(__entry_task))
+				// is gdb's SP_EL0 wherever the CPU ran in the kernel.
+				for cpu, sp0 := range s.SPEL0() {
+					if sp0 < k.V.PageOffset || cpu >= len(k.V.CPUs) {
+						continue
+					}
+					if cur, how, err := k.Current(cpu); err != nil || cur != sp0 {
+						t.Errorf("%s: cpu %d: current %#x (%s, %v), gdb's SP_EL0 %#x", s.Name, cpu, cur, how, err, sp0)
+					} else if how != "per_cpu(__entry_task)" {
+						t.Errorf("%s: cpu %d: current from %s, want per_cpu(__entry_task)", s.Name, cpu, how)
+					}
+				}
+				rep := k.Unwind(s.Name == "t")
+				c := rep.CPUs[s.StoppedCPU]
+				if c.Err != nil || c.End != kernel.EndFinal {
+					t.Fatalf("%s: cpu %d walk ended %v: %v", s.Name, s.StoppedCPU, c.End, c.Err)
+				}
+				ws := k.Strings(c.Frames)
+				finals := 0
+				for _, r := range rep.CPUs {
+					if r.End == kernel.EndFinal {
+						finals++
+						if r.Final != [2]uint64{} {
+							t.Errorf("%s: cpu %d: final record %#x, want {0, 0}", s.Name, r.CPU, r.Final)
+						}
+					}
+				}
+				defer func(name string) {
+					if finals == 0 {
+						t.Errorf("%s: no walk ended at a final record", name)
+					}
+				}(s.Name)
+				for _, r := range rep.Tasks {
+					if r.End == kernel.EndFinal {
+						finals++
+						if r.Final != [2]uint64{} {
+							t.Errorf("%s: task %d: final record %#x, want {0, 0}", s.Name, r.Task.PID, r.Final)
+						}
+					}
+				}
+				if !k.HasSCS() && !errors.Is(c.SCSErr, unix.ENOSYS) {
+					t.Errorf("%s: SCS copy of a kernel without SCS: %v, want ENOSYS", s.Name, c.SCSErr)
+				}
+				if s.Trace < 0 {
+					t.Fatalf("%s: no printed trace for the stopped CPU", s.Name)
+				}
+				printed := cp.Expected.Traces[s.Trace].Frames
+				if _, err := kernel.MatchPrinted(ws, printed); err != nil {
+					t.Errorf("%s: cpu %d: %v\nwalk:    %s\nprinted: %s", s.Name, s.StoppedCPU, err, strings.Join(ws, " "), strings.Join(printed, " "))
+				}
+				n := len(printed) - kernel.PrintedFrom(printed)
+				cpuFrames += n
+				t.Logf("%s: cpu %d: walk of %d frames contains the %d printed frames from %s; stacks: %s", s.Name, s.StoppedCPU, len(ws), n, printed[kernel.PrintedFrom(printed)], kernel.StacksString(c.Walk))
+				checkScenario(t, cp, k, s, c.Frames, ws)
+				if k.HasSCS() {
+					for _, o := range rep.CPUs {
+						if o.End == kernel.EndFinal {
+							scsRows += checkSCS(t, k, fmt.Sprintf("%s cpu %d", s.Name, o.CPU), o.SCS, o.Frames, o.SCSErr, o.SCSNotes)
+						}
+					}
+					// The x18 policy of call_on_irq_stack, read from its code,
+					// is the one the capture's kernel was built with.
+					want := "thread_info"
+					if strings.HasSuffix(dir, "-onstack") {
+						want = "on the stack"
+					}
+					if rep.SCSPolicy != want {
+						t.Errorf("%s: x18 policy %q, want %q", s.Name, rep.SCSPolicy, want)
+					}
+				}
+				if s.Name != "t" {
+					continue
+				}
+				if rep.TasksErr != nil {
+					t.Fatalf("task list: %v", rep.TasksErr)
+				}
+				byPID := map[int]*kernel.TaskResult{}
+				for j := range rep.Tasks {
+					byPID[rep.Tasks[j].Task.PID] = &rep.Tasks[j]
+				}
+				for _, tr := range cp.Expected.Traces {
+					if tr.Scenario != "t" || tr.PID < 0 {
+						continue
+					}
+					if tr.State == "R" {
+						// Runnable or running: its cpu_context may change
+						// between the dump and the print (the writer, sh,
+						// is the stopped CPU's trace above).
+						t.Logf("t: %s (pid %d) state R: not compared", tr.Comm, tr.PID)
+						continue
+					}
+					taskTraces++
+					w := byPID[tr.PID]
+					if w == nil {
+						t.Errorf("t: printed task %s pid %d is not in the dump's task list", tr.Comm, tr.PID)
+						continue
+					}
+					got := k.Strings(w.Frames)
+					if w.Err != nil || w.End != kernel.EndFinal || strings.Join(got, " ") != strings.Join(tr.Frames, " ") {
+						t.Errorf("t: %s pid %d: walk (%v %v)\n  %s\nprinted\n  %s", tr.Comm, tr.PID, w.End, w.Err, strings.Join(got, " "), strings.Join(tr.Frames, " "))
+						continue
+					}
+					taskFrames += len(got)
+					if k.HasSCS() {
+						scsRows += checkSCS(t, k, "t "+tr.Comm, w.SCS, w.Frames, w.SCSErr, nil)
+					}
+				}
+			}
+			if taskTraces == 0 {
+				t.Error("no blocked task compared")
+			}
+			t.Logf("stopped CPUs: %d printed frames matched; blocked tasks: %d traces, %d frames matched exactly; SCS copy: %d frames missing, each explained", cpuFrames, taskTraces, taskFrames, scsRows)
+		})
+	}
+}
+
+// checkScenario checks what each stop must show beyond the printed trace.
+func checkScenario(t *testing.T, cp *kernel.Capture, k *kernel.Kernel, s *kernel.Stop, fs []kernel.Frame, ws []string) {
+	t.Helper()
+	last := kernel.FuncOf(ws[len(ws)-1])
+	if last != "el0t_64_sync" && last != "ret_from_fork" {
+		t.Errorf("%s: the walk ends in %s, not at a task's first frame", s.Name, ws[len(ws)-1])
+	}
+	signed := 0
+	for _, f := range fs {
+		if f.Raw != f.PC {
+			signed++
+		}
+	}
+	if signed == 0 {
+		t.Errorf("%s: no PAC-signed return address was stripped", s.Name)
+	}
+	if fs[0].Source != kernel.SourceRegsPC || kernel.FuncOf(ws[0]) != s.Func || fs[1].Source != kernel.SourceLR {
+		t.Errorf("%s: the walk starts %s (%v), %v; want the breakpoint function %s and x30", s.Name, ws[0], fs[0].Source, fs[1].Source, s.Func)
+	}
+	switch s.Name {
+	case "l-ipi":
+		// Across the IRQ stack into the interrupted task: call_on_irq_stack's
+		// record is the last on the IRQ stack, el1h_64_irq's pt_regs follow.
+		irq, task, col, el1 := false, false, false, false
+		for i, f := range fs {
+			irq = irq || f.Stack == fp.IRQ
+			task = task || f.Stack == fp.Task && irq
+			col = col || kernel.FuncOf(ws[i]) == "call_on_irq_stack" && f.Stack == fp.IRQ
+			el1 = el1 || kernel.FuncOf(ws[i]) == "el1h_64_irq"
+		}
+		if !irq || !task || !col || !el1 {
+			t.Errorf("l-ipi: irq stack %v, then task stack %v, call_on_irq_stack %v, el1h_64_irq %v", irq, task, col, el1)
+		}
+		// Exactly one exception boundary: the frame after el1h_64_irq is
+		// the interrupted pc, from the synthetic record in pt_regs (6.12
+		// prints the trace from there: show_regs).
+		var b []int
+		for i, f := range fs {
+			if f.Source == kernel.SourcePtRegs {
+				b = append(b, i)
+			}
+		}
+		if len(b) != 1 || kernel.FuncOf(ws[b[0]-1]) != "el1h_64_irq" {
+			t.Errorf("l-ipi: exception boundaries at %v", b)
+		} else if p := cp.Expected.Traces[s.Trace].Frames; k.V.Info.Minor == 12 && ws[b[0]] != p[kernel.PrintedFrom(p)] {
+			t.Errorf("l-ipi: 6.12 prints from %s, the boundary is %s", p[kernel.PrintedFrom(p)], ws[b[0]])
+		}
+	case "l-syscall", "t":
+		if last != "el0t_64_sync" {
+			t.Errorf("%s: the writer's syscall does not end at el0t_64_sync: %s", s.Name, ws[len(ws)-1])
+		}
+	}
+}
+
+// checkSCS checks, on a kernel with shadow call stacks, that the SCS copy
+// gives the FP walk's frames minus only those a named rule explains, and
+// returns how many frames it lacks.
+// rules counts the explanations of frames the SCS copy lacks, over all
+// captures (logged by TestRealKernelsMatchPrintedTrace).
+var rules = map[string]int{}
+
+func checkSCS(t *testing.T, k *kernel.Kernel, what string, scsF, fpF []kernel.Frame, scsErr error, notes []string) int {
+	t.Helper()
+	if scsErr != nil {
+		t.Errorf("%s: SCS copy: %v", what, scsErr)
+		return 0
+	}
+	cmp := k.Compare(scsF, fpF, scsErr, nil)
+	n := 0
+	for _, r := range cmp.Rows {
+		switch {
+		case r.InSCS && r.InFP:
+		case r.InSCS:
+			t.Errorf("%s: frame %s only on the SCS: %s", what, r.SCS.Symbol, r.Note)
+		case r.Note == "" || strings.HasPrefix(r.Note, "UNEXPLAINED"):
+			t.Errorf("%s: frame %s missing from the SCS copy: %q", what, r.FP.Symbol, r.Note)
+		default:
+			n++
+			rules[r.Note]++
+		}
+	}
+	if t.Failed() || testing.Verbose() {
+		t.Logf("%s: SCS %d frames, FP %d; %s\n%s", what, len(scsF), len(fpF), strings.Join(notes, "; "), cmp)
+	}
+	return n
+}
+
+// checkTable checks the per-version offset table (used without BTF)
+// against the real kernel's BTF.
+func checkTable(t *testing.T, k *kernel.Kernel) {
+	t.Helper()
+	if k.BTF == nil {
+		t.Fatal("no BTF")
+	}
+	btf, tab := k.V.Offsets(k.BTF), k.V.Offsets(nil)
+	n := 0
+	for key, o := range tab {
+		if !strings.HasPrefix(o.Source, "table") {
+			continue
+		}
+		n++
+		if b := btf[key]; b.Source != "btf" || b.Value != o.Value {
+			t.Errorf("%s: table %d, BTF %d (%s)", key, o.Value, b.Value, b.Source)
+		}
+	}
+	if n == 0 {
+		t.Errorf("kernel %s: no table for its version", k.V.Info.OSRelease)
+	}
+	t.Logf("%d table offsets equal the BTF's (pt_regs.stackframe %d, sizeof(pt_regs) %d)", n, btf["pt_regs.stackframe"].Value, btf["sizeof(pt_regs)"].Value)
+}
+
+// TestFallbacksAgreeWithDataSymbols checks, on Debian's 6.1 (whose
+// kallsyms has no data symbols), that what the unwinder derives without
+// them equals what vmlinux's symbols give: the BTF found by its header
+// after _etext is __start_BTF..__stop_BTF, the IRQ stack inferred as the
+// THREAD_SIZE-aligned block holding sp is per_cpu(irq_stack_ptr), and the
+// walk from gdb's SP_EL0 as current is the same.
+func TestFallbacksAgreeWithDataSymbols(t *testing.T) {
+	cp, err := kernel.OpenCapture("../../testdata/kernel/deb-6.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text []vmcore.KSym
+	var start, stop uint64
+	for _, s := range cp.Syms {
+		switch {
+		case s.Name == "__start_BTF":
+			start = s.Addr
+		case s.Name == "__stop_BTF":
+			stop = s.Addr
+		}
+		if s.Type == 't' || s.Type == 'T' || s.Type == 'w' || s.Type == 'W' || s.Name == "_etext" {
+			text = append(text, s)
+		}
+	}
+	vmcore.SortSizes(text)
+	s0 := &cp.Expected.Stops[0]
+	v, err := cp.Vmcore(s0.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k0, err := kernel.New(v, text, kernel.Options{Current: s0.SPEL0()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k0.BTF == nil || k0.BTFAt != start || k0.BTFAt+k0.BTFSize != stop || start == 0 {
+		t.Fatalf("BTF found at [%#x, +%d), __start_BTF..__stop_BTF [%#x, %#x): %v", k0.BTFAt, k0.BTFSize, start, stop, k0.Notes)
+	}
+	s1 := &cp.Expected.Stops[1] // l-ipi: CPU0 on its IRQ stack
+	exact, err := cp.Kernel(s1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1, err := cp.Vmcore(s1.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k1, err := kernel.New(v1, text, kernel.Options{Current: s1.SPEL0(), BTF: k0.BTF, BTFFrom: s0.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	we, err1 := exact.CPUWalk(s1.StoppedCPU)
+	wi, err2 := k1.CPUWalk(s1.StoppedCPU)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if len(wi.Stacks) != 2 || wi.Stacks[1].Low != we.Stacks[1].Low || wi.Stacks[1].Kind != we.Stacks[1].Kind || !strings.HasPrefix(wi.Stacks[1].How, "inferred") {
+		t.Fatalf("inferred %s; from symbols %s", kernel.StacksString(wi), kernel.StacksString(we))
+	}
+	fe, _, erre := we.Run()
+	fi, _, erri := wi.Run()
+	if erre != nil || erri != nil || fmt.Sprint(exact.Strings(fe)) != fmt.Sprint(k1.Strings(fi)) {
+		t.Fatalf("walks differ: %v %v\n%v\n%v", erre, erri, exact.Strings(fe), k1.Strings(fi))
+	}
+}

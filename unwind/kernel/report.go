@@ -1,0 +1,161 @@
+package kernel
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Result is one walk's outcome.
+type Result struct {
+	// Walk is the walk's input (nil when it could not be set up).
+	Walk *Walk
+	// Frames, End and Err are what Walk.Run returned.
+	Frames []Frame
+	End    End
+	Err    error
+	// Final is the final frame record {fp, lr} at
+	// &task_pt_regs(task)->stackframe, read after a walk that ended
+	// there (the kernel's unwinder never reads it: EL0 entry zeroes it).
+	Final [2]uint64
+}
+
+// CPUResult is the walk of one CPU from its dumped registers, and its
+// shadow call stack copy ([Kernel.SCSCopyCPU]).
+type CPUResult struct {
+	// CPU is the CPU's index in the dump.
+	CPU int
+	Result
+	// SCS, SCSNotes and SCSErr are what Kernel.SCSCopyCPU returned.
+	SCS      []Frame
+	SCSNotes []string
+	SCSErr   error
+}
+
+// TaskResult is the walk of one task from its cpu_context.
+type TaskResult struct {
+	// Task is the task walked.
+	Task Task
+	// Running is set for tasks that are some CPU's current task: their
+	// cpu_context is stale.
+	Running bool
+	Result
+	// SCS and SCSErr are what Kernel.SCSCopyTask returned.
+	SCS    []Frame
+	SCSErr error
+}
+
+// Report is every walk of one dump.
+type Report struct {
+	// CPUs holds one walk per CPU of the dump.
+	CPUs []CPUResult
+	// Tasks holds one walk per task of the task list.
+	Tasks []TaskResult
+	// TasksErr is the error of the task-list walk.
+	TasksErr error
+	// SCSPolicy is where call_on_irq_stack keeps the interrupted x18
+	// ([Kernel.SCSPolicy]), on kernels with shadow call stacks.
+	SCSPolicy string
+}
+
+func run(w *Walk, err error) Result {
+	if err != nil {
+		return Result{Err: err}
+	}
+	fs, end, err := w.Run()
+	r := Result{Walk: w, Frames: fs, End: end, Err: err}
+	if end == EndFinal && w.TaskPtRegs != 0 {
+		var b [16]byte
+		if w.Mem.ReadVirt(b[:], w.TaskPtRegs+w.Regs.StackFrame) == nil {
+			r.Final = [2]uint64{binary.LittleEndian.Uint64(b[:]), binary.LittleEndian.Uint64(b[8:])}
+		} else {
+			r.Final = [2]uint64{^uint64(0), ^uint64(0)}
+		}
+	}
+	return r
+}
+
+// Unwind walks every CPU from its registers and, with tasks, every task
+// of the task list from its cpu_context, each with both techniques (the
+// shadow call stack copy fails with ErrNotSupported on kernels without
+// CONFIG_SHADOW_CALL_STACK).
+func (k *Kernel) Unwind(tasks bool) *Report {
+	r := &Report{}
+	if k.HasSCS() {
+		r.SCSPolicy, _ = k.SCSPolicy()
+	}
+	var current []uint64
+	for c := range k.V.CPUs {
+		w, err := k.CPUWalk(c)
+		cr := CPUResult{CPU: c, Result: run(w, err)}
+		cr.SCS, cr.SCSNotes, cr.SCSErr = k.SCSCopyCPU(c, cr.Frames)
+		r.CPUs = append(r.CPUs, cr)
+		t, _, _ := k.Current(c)
+		current = append(current, t)
+	}
+	if !tasks {
+		return r
+	}
+	var start uint64
+	for _, t := range current {
+		if t != 0 {
+			start = t
+			break
+		}
+	}
+	ts, err := k.Tasks(start)
+	r.TasksErr = err
+	for _, t := range ts {
+		tr := TaskResult{Task: t}
+		for _, c := range current {
+			tr.Running = tr.Running || c == t.Addr
+		}
+		w, err := k.TaskWalk(t)
+		tr.Result = run(w, err)
+		tr.SCS, tr.SCSErr = k.SCSCopyTask(t)
+		r.Tasks = append(r.Tasks, tr)
+	}
+	return r
+}
+
+// Strings formats frames as the kernel prints them.
+func (k *Kernel) Strings(fs []Frame) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = k.Format(f.PC)
+	}
+	return out
+}
+
+// Describe writes a walk frame by frame: the printed form, the source,
+// the stack and the raw value when a PAC was stripped.
+func (k *Kernel) Describe(w io.Writer, r *Result) {
+	for i, f := range r.Frames {
+		raw := ""
+		if f.Raw != f.PC {
+			raw = fmt.Sprintf(" (raw %#x)", f.Raw)
+		}
+		fmt.Fprintf(w, "  #%-2d %-48s %-11s %-8s%s\n", i, k.Format(f.PC), f.Source, f.Stack, raw)
+	}
+	end := "final frame (task pt_regs stackframe)"
+	switch r.End {
+	case EndError:
+		end = "error"
+	case EndLimit:
+		end = "frame limit"
+	}
+	if r.Err != nil {
+		end += ": " + r.Err.Error()
+	}
+	fmt.Fprintf(w, "  end: %s\n", end)
+}
+
+// StacksString lists a walk's stacks and where their bounds came from.
+func StacksString(w *Walk) string {
+	var b strings.Builder
+	for _, s := range w.Stacks {
+		fmt.Fprintf(&b, "%s [%#x, %#x) %s; ", s.Kind, s.Low, s.High, s.How)
+	}
+	return strings.TrimSuffix(b.String(), "; ")
+}
