@@ -6,10 +6,13 @@
 package outside
 
 import (
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -34,6 +37,7 @@ import (
 	"github.com/unwindkit/unwindkit/scs"
 	"github.com/unwindkit/unwindkit/unwind"
 	"github.com/unwindkit/unwindkit/unwind/core"
+	"github.com/unwindkit/unwindkit/unwind/kernel"
 	"github.com/unwindkit/unwindkit/unwind/live"
 	"github.com/unwindkit/unwindkit/unwind/machine"
 	"github.com/unwindkit/unwindkit/unwind/prologue"
@@ -160,6 +164,7 @@ func main() {
 	_, err = vmcore.Load("empty", bytes.NewReader(nil), 0)
 	fmt.Println("vmcore: error", err != nil)
 	fmt.Println("prologue: leaf", prologue.ScanCode("ret", 0x1000, []byte{0xc0, 0x03, 0x5f, 0xd6}).Leaf())
+	fmt.Println("kernel:", kernel.FuncOf("el1h_64_irq_handler+0x18/0x28"))
 }
 
 func frames(pcs []uintptr) func(func(string) bool) {
@@ -193,7 +198,8 @@ live: main.main true
 snapshot: error true
 core: error true
 vmcore: error true
-prologue: leaf true`
+prologue: leaf true
+kernel: el1h_64_irq_handler`
 
 // TestOutsideModule builds and runs program in a module of its own. It
 // uses the checkout's go.sum and the requirements of its go.mod, so it
@@ -233,6 +239,21 @@ func TestOutsideModule(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("outside module: %v\n%s\ngo.mod:\n%s", err, out, gomod)
+	}
+	// The program imports every public package there is.
+	f, err := parser.ParseFile(token.NewFileSet(), "main.go", program, parser.ImportsOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imported := map[string]bool{}
+	for _, imp := range f.Imports {
+		p, _ := strconv.Unquote(imp.Path.Value)
+		imported[p] = true
+	}
+	for p := range publicPackages(t) {
+		if !imported[p] {
+			t.Errorf("the outside program does not import %s", p)
+		}
 	}
 	if got := strings.TrimSpace(string(out)); got != want {
 		t.Fatalf("outside module printed\n%s\nwant\n%s", got, want)
