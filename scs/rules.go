@@ -1,38 +1,35 @@
 package scs
 
-import "github.com/unwindkit/unwindkit/internal/errs"
-
 // The rules of the shadow call stack, the values of [CorruptError.Rule] for
-// this package's corruption errors (plain strings, defined once for all
-// unwindkit packages, so they compare equal whichever package's constant
-// a caller uses).
+// this package's corruption errors (plain strings, equal to the same rule's
+// constant in every unwindkit package; a test pins them to the one list).
 const (
 	// RuleSCSRegionMissing: a segment has no shadow-stack memory.
-	RuleSCSRegionMissing = errs.RuleSCSRegionMissing
+	RuleSCSRegionMissing = "scs region missing"
 	// RuleMisalignedSCSBase: a shadow stack base is not 8-byte aligned.
-	RuleMisalignedSCSBase = errs.RuleMisalignedSCSBase
+	RuleMisalignedSCSBase = "misaligned scs base"
 	// RuleSCSBaseOutsideRegion: a shadow stack base lies outside its memory.
-	RuleSCSBaseOutsideRegion = errs.RuleSCSBaseOutsideRegion
+	RuleSCSBaseOutsideRegion = "scs base outside region"
 	// RuleSCSOutsideRegion: a shadow stack of the configured size does not
 	// fit in its memory.
-	RuleSCSOutsideRegion = errs.RuleSCSOutsideRegion
+	RuleSCSOutsideRegion = "scs outside region"
 	// RuleSCSTooSmallForEndMagic: a shadow stack has no room for
 	// SCS_END_MAGIC.
-	RuleSCSTooSmallForEndMagic = errs.RuleSCSTooSmallForEndMagic
+	RuleSCSTooSmallForEndMagic = "scs too small for end magic"
 	// RuleSCSEndMagicOverwritten: SCS_END_MAGIC has changed.
-	RuleSCSEndMagicOverwritten = errs.RuleSCSEndMagicOverwritten
+	RuleSCSEndMagicOverwritten = "scs end magic overwritten"
 	// RuleMisalignedSCSPointer: an x18 value is not 8-byte aligned.
-	RuleMisalignedSCSPointer = errs.RuleMisalignedSCSPointer
+	RuleMisalignedSCSPointer = "misaligned scs pointer"
 	// RuleSCSPointerBelowBase: an x18 value lies below its stack's base.
-	RuleSCSPointerBelowBase = errs.RuleSCSPointerBelowBase
+	RuleSCSPointerBelowBase = "scs pointer below base"
 	// RuleSCSPointerOutsideRegion: an x18 value lies past its stack's end.
-	RuleSCSPointerOutsideRegion = errs.RuleSCSPointerOutsideRegion
+	RuleSCSPointerOutsideRegion = "scs pointer outside region"
 	// RuleBadSCSSegment: a shadow stack segment is malformed.
-	RuleBadSCSSegment = errs.RuleBadSCSSegment
+	RuleBadSCSSegment = "bad scs segment"
 	// RuleBadSCSView: a view's segment count is out of range.
-	RuleBadSCSView = errs.RuleBadSCSView
+	RuleBadSCSView = "bad scs view"
 	// RuleSCSOverflow: a push would overwrite the end magic.
-	RuleSCSOverflow = errs.RuleSCSOverflow
+	RuleSCSOverflow = "scs overflow"
 	// RuleSCSUnderflow: a pop below the context's base.
-	RuleSCSUnderflow = errs.RuleSCSUnderflow
+	RuleSCSUnderflow = "scs underflow"
 )

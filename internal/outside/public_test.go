@@ -71,13 +71,6 @@ func publicPackages(t *testing.T) map[string][]string {
 	return pkgs
 }
 
-// pendingRule matches the lines of go doc -all of package scs that still
-// name an internal identifier: its rule constants, defined as errs.RuleX
-// (scs is another helper's package). They are reported, not failed; the
-// exception covers nothing else, and the test fails once no line matches,
-// so that it is removed when fixed.
-var pendingRule = regexp.MustCompile(`^Rule[A-Za-z]+ = errs\.Rule[A-Za-z]+$`)
-
 // TestDocMentionsNoInternal: `go doc -all` of every public package names
 // no identifier of an internal package (a user cannot see or name it) in
 // a declaration: signatures, fields, alias targets, constant values. A
@@ -85,7 +78,6 @@ var pendingRule = regexp.MustCompile(`^Rule[A-Za-z]+ = errs\.Rule[A-Za-z]+$`)
 // as it is for the project's stop hook: its value is its identity.
 func TestDocMentionsNoInternal(t *testing.T) {
 	sentinel := regexp.MustCompile(`=\s*[a-z0-9]+\.Err[A-Za-z0-9]*\s*$`)
-	pending := 0
 	for p, internals := range publicPackages(t) {
 		if len(internals) == 0 {
 			continue // it cannot mention what it does not import
@@ -106,16 +98,8 @@ func TestDocMentionsNoInternal(t *testing.T) {
 			if !mention.MatchString(line) {
 				continue
 			}
-			if l := strings.TrimSpace(line); p == module+"/scs" && pendingRule.MatchString(l) {
-				t.Logf("pending in %s: %s", p, l)
-				pending++
-				continue
-			}
 			t.Errorf("%s: go doc shows an internal identifier: %s", p, strings.TrimSpace(line))
 		}
-	}
-	if pending == 0 {
-		t.Error("no scs rule constant is defined as errs.RuleX any more: remove pendingRule")
 	}
 }
 
