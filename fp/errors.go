@@ -49,15 +49,7 @@ func (e *CorruptError) Error() string {
 // Unwrap returns [ErrCorrupt].
 func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 
-func init() {
-	errs.RegisterAs(func(e *errs.CorruptError, target any) bool {
-		p, ok := target.(**CorruptError)
-		if ok {
-			*p = &CorruptError{Rule: e.Rule, Addr: e.Addr, Detail: e.Detail}
-		}
-		return ok
-	})
-}
+func init() { errs.RegisterAs[CorruptError]() }
 
 // The rules of the walk, the values of [CorruptError.Rule]. Each is
 // checked in one place of the walk (named after the kernel function that

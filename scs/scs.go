@@ -65,15 +65,7 @@ func (e *CorruptError) Error() string {
 // Unwrap returns [ErrCorrupt].
 func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 
-func init() {
-	errs.RegisterAs(func(e *errs.CorruptError, target any) bool {
-		p, ok := target.(**CorruptError)
-		if ok {
-			*p = &CorruptError{Rule: e.Rule, Addr: e.Addr, Detail: e.Detail}
-		}
-		return ok
-	})
-}
+func init() { errs.RegisterAs[CorruptError]() }
 
 // Policy selects where the entry code keeps the interrupted x18.
 type Policy uint8

@@ -30,15 +30,7 @@ func (e *CorruptError) Error() string {
 // Unwrap returns [ErrCorrupt].
 func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 
-func init() {
-	errs.RegisterAs(func(e *errs.CorruptError, target any) bool {
-		p, ok := target.(**CorruptError)
-		if ok {
-			*p = &CorruptError{Rule: e.Rule, Addr: e.Addr, Detail: e.Detail}
-		}
-		return ok
-	})
-}
+func init() { errs.RegisterAs[CorruptError]() }
 
 // The rules whose breach is corruption, the values of CorruptError.Rule
 // for the errors this package returns: the frame-pointer walk's (package

@@ -236,53 +236,56 @@ func (f Frame) String() string {
 func (src *Source) Frames() iter.Seq2[Frame, error] {
 	return func(yield func(Frame, error) bool) {
 		if src.method == MethodSCS {
-			skip := src.skip
-			for f, err := range scs.Frames(&src.scs) {
-				if err != nil {
-					yield(Frame{}, err)
-					return
-				}
-				if skip > 0 {
-					skip--
-					continue
-				}
-				fs := SourceSCS
-				if f.Source == scs.FromInterruptedPC {
-					fs = SourceInterruptedPC
-				}
-				if !yield(Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Source: fs, Context: f.Context}, nil) {
-					return
-				}
-			}
+			skipThen(scs.Frames(&src.scs), src.skip, yield, src.scsFrame)
 			return
 		}
-		skip := src.skip
-		for f, err := range fp.Frames(&src.fp) {
-			if err != nil {
-				yield(Frame{}, err)
-				return
-			}
-			if skip > 0 {
-				skip--
-				continue
-			}
-			fr := Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Stack: f.Stack, Recovered: f.Flags != 0,
-				Context: stackContext(f.Stack)}
-			switch f.Source {
-			case fp.SourceFrame:
-				fr.Source = SourceFrame
-			case fp.SourceCaller:
-				fr.Source = SourceCaller
-			case fp.SourceTask:
-				fr.Source = SourceTask
-			case fp.SourceRegsPC:
-				fr.Source = SourceRegsPC
-			}
-			if !yield(fr, nil) {
-				return
-			}
+		skipThen(fp.Frames(&src.fp), src.skip, yield, src.fpFrame)
+	}
+}
+
+// skipThen yields the frames of seq after the first skip, each made a
+// Frame by conv (a skipped frame is not converted: no symbol lookup), and
+// ends with seq's error, if any.
+func skipThen[F any](seq iter.Seq2[F, error], skip int, yield func(Frame, error) bool, conv func(F) Frame) {
+	for f, err := range seq {
+		if err != nil {
+			yield(Frame{}, err)
+			return
+		}
+		if skip > 0 {
+			skip--
+			continue
+		}
+		if !yield(conv(f), nil) {
+			return
 		}
 	}
+}
+
+// scsFrame is the Frame of a shadow call stack frame.
+func (src *Source) scsFrame(f scs.Frame) Frame {
+	fs := SourceSCS
+	if f.Source == scs.FromInterruptedPC {
+		fs = SourceInterruptedPC
+	}
+	return Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Source: fs, Context: f.Context}
+}
+
+// fpFrame is the Frame of a frame-pointer walk's frame.
+func (src *Source) fpFrame(f fp.Frame) Frame {
+	fr := Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Stack: f.Stack, Recovered: f.Flags != 0,
+		Context: stackContext(f.Stack)}
+	switch f.Source {
+	case fp.SourceFrame:
+		fr.Source = SourceFrame
+	case fp.SourceCaller:
+		fr.Source = SourceCaller
+	case fp.SourceTask:
+		fr.Source = SourceTask
+	case fp.SourceRegsPC:
+		fr.Source = SourceRegsPC
+	}
+	return fr
 }
 
 func (src *Source) name(pc uint64) string {

@@ -62,15 +62,32 @@ func (e *CorruptError) Error() string {
 // Unwrap returns ErrCorrupt, so errors.Is(err, ErrCorrupt) holds.
 func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 
-// asHooks fill the public CorruptError types (see RegisterAs).
+// asHooks fill the public CorruptError types (see [RegisterAs]).
 var asHooks []func(e *CorruptError, target any) bool
 
-// RegisterAs adds f to the conversions As tries. A public package that
-// exports its own CorruptError type (a real type, not an alias of this
-// one) registers, from its init function, an f that fills target when it
-// is a **its.CorruptError and reports whether it did.
-func RegisterAs(f func(e *CorruptError, target any) bool) {
-	asHooks = append(asHooks, f)
+// publicCorrupt is the shape of a public package's CorruptError: a real
+// type (not an alias of CorruptError) with CorruptError's fields, so each
+// converts to the other.
+type publicCorrupt interface {
+	~struct {
+		Rule   string
+		Addr   uint64
+		Detail string
+	}
+}
+
+// RegisterAs adds T to the types As fills: a public package that exports
+// its own CorruptError type calls RegisterAs[CorruptError]() from its init
+// function, and errors.As with a **its.CorruptError then gets a copy of e.
+func RegisterAs[T publicCorrupt]() {
+	asHooks = append(asHooks, func(e *CorruptError, target any) bool {
+		p, ok := target.(**T)
+		if ok {
+			v := T(*e)
+			*p = &v
+		}
+		return ok
+	})
 }
 
 // As lets errors.As fill the CorruptError type of any public package

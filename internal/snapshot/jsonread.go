@@ -382,15 +382,8 @@ func (j *jreader) object(member func(key string, off int64) error) error {
 		if err := member(key, off); err != nil {
 			return err
 		}
-		if c, off, err = j.ws(); err != nil {
+		if done, err := j.after('}', "object member"); done || err != nil {
 			return err
-		}
-		switch c {
-		case '}':
-			return nil
-		case ',':
-		default:
-			return j.syntaxAt(off, "invalid character %q after object member", c)
 		}
 	}
 }
@@ -415,18 +408,27 @@ func (j *jreader) array(elem func(i int) error) error {
 		if err := elem(i); err != nil {
 			return err
 		}
-		c, off, err := j.ws()
-		if err != nil {
+		if done, err := j.after(']', "array element"); done || err != nil {
 			return err
 		}
-		switch c {
-		case ']':
-			return nil
-		case ',':
-		default:
-			return j.syntaxAt(off, "invalid character %q after array element", c)
-		}
 	}
+}
+
+// after reads what follows an object member or an array element (what):
+// end closes the object or array (done), ',' says another follows, and
+// anything else is a syntax error.
+func (j *jreader) after(end byte, what string) (done bool, err error) {
+	c, off, err := j.ws()
+	if err != nil {
+		return false, err
+	}
+	switch c {
+	case end:
+		return true, nil
+	case ',':
+		return false, nil
+	}
+	return false, j.syntaxAt(off, "invalid character %q after %s", c, what)
 }
 
 // base64 streams a string of standard base64 (RFC 4648, padded; CR and LF

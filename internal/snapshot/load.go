@@ -164,6 +164,23 @@ func (l *loader) open(field string, want byte) (ok bool, err error) {
 	return false, l.wrong(field, c, off, map[byte]string{'{': "an object", '[': "an array"}[want])
 }
 
+// element opens the object of element i (field) of an array that may
+// hold limit elements, named what in the error: the limit is checked
+// before anything of the element is read, and null is an error.
+func (l *loader) element(field string, i, limit int, what string) error {
+	if i >= limit {
+		return errs.Corruptf(RuleTooMany, uint64(l.j.off), "%s: more than %d %s (byte offset %d)", field, limit, what, l.j.off)
+	}
+	ok, err := l.open(field, '{')
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fieldErr(RuleBadValue, 0, field, "null where an object is wanted")
+	}
+	return nil
+}
+
 // wrong reads the value starting with c, of the wrong type for field:
 // a syntax error in it comes first, then the type error.
 func (l *loader) wrong(field string, c byte, off int64, want string) error {
@@ -268,18 +285,11 @@ func (l *loader) regs(r *fileRegs, key string) error {
 // builds it.
 func (l *loader) region(i int) (*mem.Region, error) {
 	field := fmt.Sprintf("regions[%d]", i)
-	if i >= maxRegions {
-		return nil, errs.Corruptf(RuleTooMany, uint64(l.j.off), "%s: more than %d regions (byte offset %d)", field, maxRegions, l.j.off)
-	}
-	ok, err := l.open(field, '{')
-	if err != nil {
+	if err := l.element(field, i, maxRegions, "regions"); err != nil {
 		return nil, err
 	}
-	if !ok {
-		return nil, fieldErr(RuleBadValue, 0, field, "null where an object is wanted")
-	}
 	var fr fileRegion
-	err = l.j.object(func(key string, _ int64) error {
+	err := l.j.object(func(key string, _ int64) error {
 		var err error
 		switch key {
 		case "name":
@@ -334,21 +344,14 @@ func (l *loader) data(field string) (bool, []byte, error) {
 func (l *loader) symbol(i int) (fileSymbol, error) {
 	field := fmt.Sprintf("symbols[%d]", i)
 	var s fileSymbol
-	if i >= maxSymbols {
-		return s, errs.Corruptf(RuleTooMany, uint64(l.j.off), "%s: more than %d symbols (byte offset %d)", field, maxSymbols, l.j.off)
-	}
-	ok, err := l.open(field, '{')
-	if err != nil {
+	if err := l.element(field, i, maxSymbols, "symbols"); err != nil {
 		return s, err
-	}
-	if !ok {
-		return s, fieldErr(RuleBadValue, 0, field, "null where an object is wanted")
 	}
 	// Each symbol keeps a Symbol (40 bytes) besides its name.
 	if err := l.keep(field, 40, l.j.off); err != nil {
 		return s, err
 	}
-	err = l.j.object(func(key string, _ int64) error {
+	err := l.j.object(func(key string, _ int64) error {
 		var err error
 		switch key {
 		case "name":

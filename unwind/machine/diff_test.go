@@ -164,24 +164,7 @@ func (s *script) checkCompare(c *CPU) {
 	if len(cmp.Rows) != len(c.Truth()) {
 		s.t.Fatalf("Compare: %d rows for %d truth entries", len(cmp.Rows), len(c.Truth()))
 	}
-	var inSCS, inFP int
-	for _, r := range cmp.Rows {
-		if r.InSCS {
-			inSCS++
-		}
-		if r.InFP {
-			inFP++
-		}
-		if s.m.cfg.SCS && s.m.cfg.FramePointers && r.InSCS != r.InFP && r.Note == "" {
-			s.t.Fatalf("Compare: row %s differs without an explanation", s.m.sym.Name(r.Truth.PC))
-		}
-	}
-	if s.m.cfg.SCS && inSCS != len(c.Expect(unwind.MethodSCS, SaveOptions{}).PCs) {
-		s.t.Fatalf("Compare: %d SCS rows, expected %d frames\n%s", inSCS, len(c.Expect(unwind.MethodSCS, SaveOptions{}).PCs), cmp)
-	}
-	if inFP != len(c.Expect(unwind.MethodFP, SaveOptions{}).PCs) {
-		s.t.Fatalf("Compare: %d FP rows, expected %d frames\n%s", inFP, len(c.Expect(unwind.MethodFP, SaveOptions{}).PCs), cmp)
-	}
+	checkCompareRows(s.t, "", s.m, c, SaveOptions{}, cmp)
 }
 
 // checkBlocked unwinds every task that is not running (stack_trace_save_tsk)
@@ -313,5 +296,31 @@ func checkCallSites(t testing.TB, m *Machine, c *CPU, pcs []uint64) {
 		if !ok || !arm64.IsCall(insn) {
 			t.Fatalf("return address %s does not follow a call (insn %#08x, %v)", m.sym.Name(pc), insn, ok)
 		}
+	}
+}
+
+// checkCompareRows checks cmp, what c.Compare(opts) returned: every row on
+// which the techniques disagree is explained, and the rows hold exactly
+// the frames each technique is expected to return for opts (its SCS rows
+// only where the machine has an SCS). name prefixes the failure.
+func checkCompareRows(t testing.TB, name string, m *Machine, c *CPU, opts SaveOptions, cmp *TruthComparison) {
+	t.Helper()
+	var inSCS, inFP int
+	for _, r := range cmp.Rows {
+		if r.InSCS {
+			inSCS++
+		}
+		if r.InFP {
+			inFP++
+		}
+		if m.cfg.SCS && m.cfg.FramePointers && r.InSCS != r.InFP && r.Note == "" {
+			t.Fatalf("%sCompare: row %s differs without an explanation\n%s", name, m.sym.Name(r.Truth.PC), cmp)
+		}
+	}
+	if w := len(c.Expect(unwind.MethodSCS, opts).PCs); m.cfg.SCS && inSCS != w {
+		t.Fatalf("%sCompare: %d SCS rows, want %d\n%s", name, inSCS, w, cmp)
+	}
+	if w := len(c.Expect(unwind.MethodFP, opts).PCs); inFP != w {
+		t.Fatalf("%sCompare: %d FP rows, want %d\n%s", name, inFP, w, cmp)
 	}
 }

@@ -14,16 +14,7 @@ import (
 // every row the techniques disagree on.
 func TestSkipHonoured(t *testing.T) {
 	for vi, cfg := range variants() {
-		m, err := NewMachine(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		task, err := m.NewTask("t0", "kthread_fn")
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := m.CPU(0)
-		must(t, c.Switch(task))
+		m, c := newTestMachine(t, func(c *Config) { *c = cfg })
 		must(t, c.Call("do_work"))
 		must(t, c.Call("alloc_obj"))
 		must(t, c.EnterIRQ())
@@ -66,24 +57,7 @@ func TestSkipHonoured(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var inSCS, inFP int
-			for _, r := range cmp.Rows {
-				if r.InSCS {
-					inSCS++
-				}
-				if r.InFP {
-					inFP++
-				}
-				if cfg.SCS && cfg.FramePointers && r.InSCS != r.InFP && r.Note == "" {
-					t.Fatalf("%s: Compare: row %s differs without an explanation\n%s", name, m.sym.Name(r.Truth.PC), cmp)
-				}
-			}
-			if w := len(c.Expect(unwind.MethodSCS, opts).PCs); cfg.SCS && inSCS != w {
-				t.Fatalf("%s: Compare: %d SCS rows, want %d\n%s", name, inSCS, w, cmp)
-			}
-			if w := len(c.Expect(unwind.MethodFP, opts).PCs); inFP != w {
-				t.Fatalf("%s: Compare: %d FP rows, want %d\n%s", name, inFP, w, cmp)
-			}
+			checkCompareRows(t, name+": ", m, c, opts, cmp)
 		}
 	}
 }

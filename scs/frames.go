@@ -1,0 +1,109 @@
+package scs
+
+import (
+	"fmt"
+	"iter"
+
+	"github.com/unwindkit/unwindkit/internal/errs"
+)
+
+// Source says where a Frame came from.
+type Source uint8
+
+const (
+	// FromSCS is a return address read from a shadow stack slot.
+	FromSCS Source = iota
+	// FromInterruptedPC is the interrupted PC kept per-CPU at a context
+	// boundary (KeepInterruptedPC).
+	FromInterruptedPC
+)
+
+// String returns "scs" or "interrupted pc".
+func (s Source) String() string {
+	switch s {
+	case FromSCS:
+		return "scs"
+	case FromInterruptedPC:
+		return "interrupted pc"
+	}
+	return fmt.Sprintf("Source(%d)", uint8(s))
+}
+
+// Frame is one entry of a trace with its provenance.
+type Frame struct {
+	PC      uint64  // the address, PAC stripped
+	Raw     uint64  // the value as stored
+	Context Context // the context the frame belongs to
+	Source  Source
+	Addr    uint64 // the slot's address (FromSCS), else 0
+}
+
+// String formats f for explanations.
+func (f Frame) String() string {
+	if f.Source == FromSCS {
+		return fmt.Sprintf("%#x (%s scs slot %#x, raw %#x)", f.PC, f.Context, f.Addr, f.Raw)
+	}
+	return fmt.Sprintf("%#x (%s, %s)", f.PC, f.Context, f.Source)
+}
+
+// Frames returns an iterator over the frames of v with their provenance,
+// innermost first: the same entries as Save (PC equal to Save's entries
+// for skip 0), each with a nil error. A copy that fails ends with one last
+// pair (Frame{}, err): ErrNotSupported for a disabled View,
+// ErrInterruptedTopHidden at a hidden top, a *[CorruptError] on corrupt
+// state, as Save returns them. It has the shape of package fp's Frames;
+// [Save] is the buffer-filling copy.
+//
+// Over a running Model's View, each slot is re-checked against its
+// stack's generation right after it is read, and the iterator ends with
+// ErrChanged as soon as the stack was rewritten since the View was taken:
+// every frame it yielded is the stack at the View's instant, but the
+// trace is cut short (Save, which fills a buffer, returns no frames
+// then). Take a new View and iterate again.
+func Frames(v *View) iter.Seq2[Frame, error] {
+	return func(yield func(Frame, error) bool) { v.frames(yield) }
+}
+
+// frames is Frames' body.
+func (v *View) frames(yield func(Frame, error) bool) {
+	if v.Disabled {
+		yield(Frame{}, ErrNotSupported)
+		return
+	}
+	if v.N < 1 || v.N > len(v.Segs) {
+		yield(Frame{}, errs.Corruptf(errs.RuleBadSCSView, uint64(v.N), "%d segments", v.N))
+		return
+	}
+	m := v.Layout.InsnMasks()
+	for i := range v.N {
+		s := &v.Segs[i]
+		var cnt [1]int
+		if _, bad := checkSegs(v.Segs[i:i+1], cnt[:]); bad != segOK {
+			_, err := v.fail(0, i)
+			yield(Frame{}, err)
+			return
+		}
+		if s.gen != nil && s.gen.Load() != s.genWant {
+			yield(Frame{}, ErrChanged)
+			return
+		}
+		for w := cnt[0] - 1; w >= 0; w-- {
+			raw := s.word(w)
+			if s.gen != nil && s.gen.Load() != s.genWant { // raw may be of a later lifetime
+				yield(Frame{}, ErrChanged)
+				return
+			}
+			if !yield(Frame{PC: m.Strip(raw), Raw: raw, Context: s.Context, Source: FromSCS, Addr: s.Base + uint64(w)*8}, nil) {
+				return
+			}
+		}
+		if v.StopAtBoundary || i+1 == v.N {
+			return
+		}
+		if s.HasInterruptedPC {
+			if !yield(Frame{PC: s.InterruptedPC, Raw: s.InterruptedPC, Context: v.Segs[i+1].Context, Source: FromInterruptedPC}, nil) {
+				return
+			}
+		}
+	}
+}
