@@ -199,9 +199,13 @@ if [ -n "$bp0" ]; then # ADDR + off0 (sh arithmetic is signed 64-bit: add on the
 	a=$(addr $bp0) hi=${a%????????} lo=${a#"${a%????????}"}
 	a0=$(printf '%s%08x' "$hi" $((0x$lo + off0)))
 fi
-# gdb's own backtrace at each stop (gdbbt.py) needs the vmlinux with DWARF: SCS builds only.
+# gdb's own backtrace at each stop (gdbbt.py) needs the vmlinux with DWARF: the SCS builds', or
+# Debian's from its -dbg package (layout.sh extracts it under $KCAP/dbg).
 vml=$KCAP/scs/$name/vmlinux
+[ -f "$vml" ] || vml=$(ls "$KCAP/dbg/${name%-nolva}"/usr/lib/debug/boot/vmlinux-* 2>/dev/null | head -1)
 [ -f "$vml" ] || vml=
+pacmask=0xffff000000000000 # KERNELPACMASK of 48-bit VAs; 52-bit (deb-6.12 without nolva):
+[ "$name" = deb-6.12 ] && pacmask=0xfff0000000000000
 rm -f "$cap/gdb-cfi-bt.txt"
 
 # --- stop, dump, detach --------------------------------------------------------------------------
@@ -224,7 +228,7 @@ thread apply all info registers
 monitor dump-guest-memory $cap/$1.vmcore
 shell date +@@DUMPED\ %s.%N
 EOF
-	[ -z "$vml" ] || echo "kbt $cap/gdb-cfi-bt.txt $1 0xffff000000000000"
+	[ -z "$vml" ] || echo "kbt $cap/gdb-cfi-bt.txt $1 $pacmask"
 	echo delete
 }
 {
@@ -280,7 +284,7 @@ t_end=$(date +%s)
 	echo "breakpoints: l-syscall=$bp1@0x$a1$c1 l-ipi=$bp2@0x$a2$c2 t=$bp3@0x$a3 (hbreak, QEMU gdbstub)"
 	echo "dd: taskset 1 dd if=/dev/zero of=/dev/null bs=1M (keeps CPU0 in the kernel)"
 	echo "trigger: taskset 2 sh -c 'echo l > /proc/sysrq-trigger' four times (l1..l4, 8 s apart), then 'echo t' (CPU1)"
-	echo "raw-vmcores: $cap/{l-syscall,l-ipi,t}.vmcore.zst ($(du -ch "$cap"/*.vmcore.zst | tail -1 | cut -f1) zstd)"
+	echo "raw-vmcores: $cap/{${a0:+x30,}l-syscall,l-ipi,t}.vmcore.zst ($(du -ch "$cap"/*.vmcore.zst | tail -1 | cut -f1) zstd)"
 	echo "time-boot-to-ready-s: $((t_ready - t0))"
 	echo "time-stops-and-dumps-s: $((t_dumped - t_ready))"
 	echo "time-print-and-poweroff-s: $((t_done - t_dumped))"

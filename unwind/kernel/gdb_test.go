@@ -110,7 +110,7 @@ func TestGDBBacktraceAgreesWithFPWalk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"scs-6.12", "scs-6.1"} {
+	for _, want := range []string{"scs-6.12", "scs-6.1", "scs-6.12-onstack", "scs-6.1-onstack"} {
 		found := false
 		for _, m := range ms {
 			found = found || filepath.Base(filepath.Dir(m)) == want
