@@ -199,13 +199,11 @@ if [ -n "$bp0" ]; then # ADDR + off0 (sh arithmetic is signed 64-bit: add on the
 	a=$(addr $bp0) hi=${a%????????} lo=${a#"${a%????????}"}
 	a0=$(printf '%s%08x' "$hi" $((0x$lo + off0)))
 fi
-# gdb's own backtrace at each stop (gdbbt.py) needs the vmlinux with DWARF: the SCS builds', or
-# Debian's from its -dbg package (layout.sh extracts it under $KCAP/dbg).
+# gdb's own backtrace at each stop (gdbbt.py) needs the vmlinux with DWARF: the SCS builds' (tried
+# only with those; Debian's -dbg vmlinux under $KCAP/dbg would be the one for deb-*, untested).
 vml=$KCAP/scs/$name/vmlinux
-[ -f "$vml" ] || vml=$(ls "$KCAP/dbg/${name%-nolva}"/usr/lib/debug/boot/vmlinux-* 2>/dev/null | head -1)
 [ -f "$vml" ] || vml=
-pacmask=0xffff000000000000 # KERNELPACMASK of 48-bit VAs; 52-bit (deb-6.12 without nolva):
-[ "$name" = deb-6.12 ] && pacmask=0xfff0000000000000
+pacmask=0xffff000000000000 # KERNELPACMASK of the 48-bit VA kernels
 rm -f "$cap/gdb-cfi-bt.txt"
 
 # --- stop, dump, detach --------------------------------------------------------------------------
