@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/unwindkit/unwindkit/unwind/kernel"
@@ -65,14 +66,34 @@ func dumpKernel(w io.Writer, dir string) error {
 func sideBySide(w io.Writer, k *kernel.Kernel, scsF, fpF []kernel.Frame, scsErr, fpErr error, printed []string) error {
 	cmp := k.Compare(scsF, fpF, scsErr, fpErr)
 	noSCS := errors.Is(scsErr, kernel.ErrNotSupported)
+	// The call chain: the FP walk's frames plus those only the SCS holds
+	// because the stopped function's prologue pushed x30 there but had
+	// not linked its frame record yet.
+	var chain []string
+	scsOnly := 0
+	for _, r := range cmp.Rows {
+		switch {
+		case r.InFP:
+			chain = append(chain, r.FP.Symbol)
+		case strings.HasPrefix(r.Note, kernel.NoteSCSOnlyPushedUnlinked):
+			chain = append(chain, r.SCS.Symbol)
+			scsOnly++
+		}
+	}
 	at, merr := 0, error(nil)
 	p := kernel.PrintedFrom(printed)
+	later := false // the stopped function printed at a later offset
 	if len(printed) > 0 {
-		at, merr = kernel.MatchPrinted(k.Strings(fpF), printed)
+		at, merr = kernel.MatchPrinted(chain, printed)
+		if merr != nil && scsOnly > 0 && len(chain) > 1 && p+1 < len(printed) && kernel.FuncOf(chain[0]) == kernel.FuncOf(printed[p]) {
+			if a, err := kernel.MatchPrinted(chain[1:], printed[p+1:]); err == nil && a == 0 {
+				at, merr, later = 0, nil, true
+			}
+		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tSCS copy\tFP walk [source, stack]\tkernel printed\twhy SCS and FP differ")
-	j := 0
+	j, c := 0, 0
 	for i, r := range cmp.Rows {
 		sc, fw, pr := "-", "-", ""
 		if r.InSCS {
@@ -81,13 +102,16 @@ func sideBySide(w io.Writer, k *kernel.Kernel, scsF, fpF []kernel.Frame, scsErr,
 		if r.InFP {
 			f := fpF[j]
 			fw = fmt.Sprintf("%s [%s, %s]", k.Format(f.PC), f.Source, f.Stack)
-			if q := j - at + p; len(printed) > 0 && q >= p && q < len(printed) {
+			j++
+		}
+		if r.InFP || strings.HasPrefix(r.Note, kernel.NoteSCSOnlyPushedUnlinked) {
+			if q := c - at + p; len(printed) > 0 && q >= p && q < len(printed) {
 				pr = printed[q]
-				if pr == k.Format(f.PC) {
+				if pr == chain[c] {
 					pr = "= " + pr
 				}
 			}
-			j++
+			c++
 		}
 		note := r.Note
 		if noSCS {
@@ -107,6 +131,8 @@ func sideBySide(w io.Writer, k *kernel.Kernel, scsF, fpF []kernel.Frame, scsErr,
 	if len(printed) > 0 {
 		if merr != nil {
 			fmt.Fprintf(w, "printed trace: DIFFERS: %v\n", merr)
+		} else if later {
+			fmt.Fprintf(w, "printed trace: its %d frames from %s (after %d of printing code) match the FP walk plus the %d frame(s) only the SCS holds (the stopped function prints at the offset of its later call)\n", len(printed)-p, printed[p], p, scsOnly)
 		} else {
 			fmt.Fprintf(w, "printed trace: its %d frames from %s (after %d of printing code) match the FP walk exactly\n", len(printed)-p, printed[p], p)
 		}

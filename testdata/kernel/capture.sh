@@ -102,6 +102,14 @@ case $family in
 6.12) bp1=nmi_cpu_backtrace bp2=nmi_cpu_backtrace ;;
 esac
 bp3=sched_show_task
+# SCS kernels: a stop after a function's SCS push (`str x30, [x18], #8`) but before x29 is set
+# (`mov x29, sp`), on the writer's sysrq-l path, in the round after the l-ipi stop: the caller's return
+# address is on the SCS and in x30, in no frame record (see README, stop "x30").
+bp0= off0=
+case $name in
+scs-6.1 | scs-6.1-*) bp0=sysrq_handle_showallcpus off0=16 ;; # +0x10: after stp x29, x30 and str x19, before mov x29, sp
+scs-6.12*) bp0=nmi_trigger_cpumask_backtrace off0=8 ;; # +0x8: after the SCS push, before stp x29, x30
+esac
 root=$cap/root
 rm -rf "$root"
 mkdir -p "$root/bin" "$root/proc" "$root/sys" "$root/dev" "$root/tmp"
@@ -129,7 +137,7 @@ echo "@@CMDLINE \$(cat /proc/cmdline)"
 ulimit -c unlimited
 echo '/tmp/core.%e.%p' > /proc/sys/kernel/core_pattern
 /crash; echo "@@CRASH-EXIT \$?"
-for f in $bp1 $bp2 $bp3; do
+for f in $bp0 $bp1 $bp2 $bp3; do
 	echo "@@ADDR \$f \$(grep -m1 " [tT] \$f\\\$" /proc/kallsyms | cut -d' ' -f1)"
 done
 taskset 1 dd if=/dev/zero of=/dev/null bs=1M &
@@ -186,6 +194,17 @@ t_ready=$(date +%s)
 addr() { tr -d '\r' <"$cap/console.raw" | sed -n "s/^@@ADDR $1 \([0-9a-f]*\)\$/\1/p" | head -1; }
 a1=$(addr $bp1) a2=$(addr $bp2) a3=$(addr $bp3)
 [ -n "$a1" ] && [ -n "$a2" ] && [ -n "$a3" ] || { echo "breakpoint addresses missing" >&2; exit 1; }
+a0=
+if [ -n "$bp0" ]; then # ADDR + off0 (sh arithmetic is signed 64-bit: add on the low 32 bits)
+	a=$(addr $bp0) hi=${a%????????} lo=${a#"${a%????????}"}
+	a0=$(printf '%s%08x' "$hi" $((0x$lo + off0)))
+fi
+# gdb's own backtrace at each stop (gdbbt.py) needs the vmlinux with DWARF: the SCS builds' (tried
+# only with those; Debian's -dbg vmlinux under $KCAP/dbg would be the one for deb-*, untested).
+vml=$KCAP/scs/$name/vmlinux
+[ -f "$vml" ] || vml=
+pacmask=0xffff000000000000 # KERNELPACMASK of the 48-bit VA kernels
+rm -f "$cap/gdb-cfi-bt.txt"
 
 # --- stop, dump, detach --------------------------------------------------------------------------
 # 6.12: nmi_cpu_backtrace(regs): regs == NULL is the local CPU's dump_stack(); for the IPI, stop
@@ -206,15 +225,18 @@ info threads
 thread apply all info registers
 monitor dump-guest-memory $cap/$1.vmcore
 shell date +@@DUMPED\ %s.%N
-delete
 EOF
+	[ -z "$vml" ] || echo "kbt $cap/gdb-cfi-bt.txt $1 $pacmask"
+	echo delete
 }
 {
 	echo "set pagination off"
 	echo "set confirm off"
+	[ -z "$vml" ] || printf 'file %s\nsource %s\n' "$vml" "$here/gdbbt.py"
 	echo "target remote 127.0.0.1:$port"
 	stop l-syscall "$a1" "$bp1" "$c1"
 	stop l-ipi "$a2" "$bp2" "$c2"
+	[ -z "$a0" ] || stop x30 "$a0" "$bp0" "" # the next sysrq-l round (l2 when l-ipi came in l1)
 	stop t "$a3" "$bp3" ""
 	echo "detach"
 } >"$cap/gdb.cmd"
@@ -236,7 +258,7 @@ t_done=$(date +%s)
 
 # --- keep the raw dumps outside git, extract the small files -------------------------------------
 (cd "$repo" && go run ./testdata/kernel/extract -vmcoreinfo "$cap/l-ipi.vmcore") >"$out/vmcoreinfo.txt"
-for s in l-syscall l-ipi t; do
+for s in ${a0:+x30} l-syscall l-ipi t; do
 	[ -f "$cap/$s.vmcore" ] || { echo "no $s.vmcore" >&2; exit 1; }
 	nice zstd -q -T1 -10 --rm -f "$cap/$s.vmcore" -o "$cap/$s.vmcore.zst"
 done
@@ -256,10 +278,11 @@ t_end=$(date +%s)
 	echo "qemu: $qemu -append '$append'"
 	echo "qemu-version: $(qemu-system-aarch64 --version | head -1)"
 	echo "gdb: $(gdb-multiarch --version | head -1)"
+	[ -z "$a0" ] || echo "breakpoint x30: $bp0+$off0@0x$a0 (hbreak; after the SCS push, before x29 is set)"
 	echo "breakpoints: l-syscall=$bp1@0x$a1$c1 l-ipi=$bp2@0x$a2$c2 t=$bp3@0x$a3 (hbreak, QEMU gdbstub)"
 	echo "dd: taskset 1 dd if=/dev/zero of=/dev/null bs=1M (keeps CPU0 in the kernel)"
 	echo "trigger: taskset 2 sh -c 'echo l > /proc/sysrq-trigger' four times (l1..l4, 8 s apart), then 'echo t' (CPU1)"
-	echo "raw-vmcores: $cap/{l-syscall,l-ipi,t}.vmcore.zst ($(du -ch "$cap"/*.vmcore.zst | tail -1 | cut -f1) zstd)"
+	echo "raw-vmcores: $cap/{${a0:+x30,}l-syscall,l-ipi,t}.vmcore.zst ($(du -ch "$cap"/*.vmcore.zst | tail -1 | cut -f1) zstd)"
 	echo "time-boot-to-ready-s: $((t_ready - t0))"
 	echo "time-stops-and-dumps-s: $((t_dumped - t_ready))"
 	echo "time-print-and-poweroff-s: $((t_done - t_dumped))"
@@ -269,6 +292,7 @@ t_end=$(date +%s)
 } >"$out/manifest.txt"
 rm -f "$out/stops.txt"
 gzip -9 -n -c "$cap/gdb.log" >"$out/gdb.log.gz"
+if [ -n "$vml" ]; then cp "$cap/gdb-cfi-bt.txt" "$out/gdb-cfi-bt.txt"; else rm -f "$out/gdb-cfi-bt.txt"; fi
 if [ -z "$pkg" ]; then # an SCS kernel: its full .config and how long it took to build
 	gzip -9 -n -c "$KCAP/scs/$name/config" >"$out/config.gz"
 	cp "$KCAP/scs/$name/build-time" "$out/build-time.txt"

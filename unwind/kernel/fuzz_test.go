@@ -114,29 +114,35 @@ var fuzzKernels = sync.OnceValues(func() ([]fuzzKernel, error) {
 })
 
 // FuzzKernelDump prepares and unwinds arbitrary vmcores with both
-// techniques (seeded with the shipped IPI dumps of a 6.12 kernel without
-// and one with shadow call stacks, each with the BTF of its boot): no
-// panic.
+// techniques, reads the stopped CPUs' prologues and compares (seeded with
+// the shipped IPI dumps of a 6.12 kernel without and one with shadow call
+// stacks, and the SCS kernel's stop inside a prologue, each with the BTF
+// of its boot): no panic.
 func FuzzKernelDump(f *testing.F) {
 	ks, err := fuzzKernels()
 	if err != nil {
 		f.Fatal(err)
 	}
 	for i, d := range fuzzCaptures {
-		zf, err := os.Open(d + "/l-ipi.vmcore.gz")
-		if err != nil {
-			f.Fatal(err)
+		for _, stop := range []string{"l-ipi", "x30"} {
+			zf, err := os.Open(d + "/" + stop + ".vmcore.gz")
+			if os.IsNotExist(err) && stop == "x30" {
+				continue
+			}
+			if err != nil {
+				f.Fatal(err)
+			}
+			zr, err := gzip.NewReader(zf)
+			if err != nil {
+				f.Fatal(err)
+			}
+			seed, err := io.ReadAll(zr)
+			zf.Close()
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(seed, uint8(i))
 		}
-		zr, err := gzip.NewReader(zf)
-		if err != nil {
-			f.Fatal(err)
-		}
-		seed, err := io.ReadAll(zr)
-		zf.Close()
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(seed, uint8(i))
 	}
 	f.Fuzz(func(t *testing.T, b []byte, which uint8) {
 		fk := ks[int(which)%len(ks)]

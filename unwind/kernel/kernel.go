@@ -14,6 +14,16 @@
 // and 6.12, testdata/kernel); the meta-record rules follow the model of
 // package fp.
 //
+// On kernels with shadow call stacks, [Kernel.Compare] explains each
+// frame only one technique has by a rule of the model. One rule needs the
+// code: a CPU stopped inside a prologue after its SCS push
+// (`str x30, [x18], #8`) but before x29 is set has the caller's return
+// address on the SCS and in x30 but in no linked frame record
+// ([Kernel.PrologueAt], [NoteSCSOnlyPushedUnlinked]); the shipped SCS
+// captures stop there once each (stop "x30"), and gdb's DWARF CFI
+// backtrace at every stop is a second reference for the FP walk
+// (testdata/kernel/README.md).
+//
 // Structure offsets come from the kernel's BTF in the dump (found through
 // __start_BTF/__stop_BTF or, for kernels whose kallsyms lacks data
 // symbols, by its header in the image after _etext), per-CPU data from

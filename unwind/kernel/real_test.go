@@ -49,6 +49,9 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 		for r, n := range rules {
 			t.Logf("SCS copy lacks %3d frames: %s", n, r)
 		}
+		for r, n := range scsOnly {
+			t.Logf("SCS copy alone has %3d frames: %s", n, r)
+		}
 	}()
 	for _, dir := range captures(t) {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
@@ -56,7 +59,7 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cpuFrames, taskTraces, taskFrames, scsRows := 0, 0, 0, 0
+			cpuFrames, taskTraces, taskFrames, scsRows, x30Stops := 0, 0, 0, 0, 0
 			for i := range cp.Expected.Stops {
 				s := &cp.Expected.Stops[i]
 				k, err := cp.Kernel(s)
@@ -117,13 +120,25 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 					t.Fatalf("%s: no printed trace for the stopped CPU", s.Name)
 				}
 				printed := cp.Expected.Traces[s.Trace].Frames
-				if _, err := kernel.MatchPrinted(ws, printed); err != nil {
+				if s.Name == "x30" {
+					x30Stops++
+					checkX30(t, k, s, &c, ws, printed)
+				} else if _, err := kernel.MatchPrinted(ws, printed); err != nil {
 					t.Errorf("%s: cpu %d: %v\nwalk:    %s\nprinted: %s", s.Name, s.StoppedCPU, err, strings.Join(ws, " "), strings.Join(printed, " "))
 				}
 				n := len(printed) - kernel.PrintedFrom(printed)
 				cpuFrames += n
-				t.Logf("%s: cpu %d: walk of %d frames contains the %d printed frames from %s; stacks: %s", s.Name, s.StoppedCPU, len(ws), n, printed[kernel.PrintedFrom(printed)], kernel.StacksString(c.Walk))
+				how := "contains"
+				if s.Name == "x30" {
+					how = "plus the SCS-only frame contains"
+				}
+				t.Logf("%s: cpu %d: walk of %d frames %s the %d printed frames from %s; stacks: %s", s.Name, s.StoppedCPU, len(ws), how, n, printed[kernel.PrintedFrom(printed)], kernel.StacksString(c.Walk))
 				checkScenario(t, cp, k, s, c.Frames, ws)
+				// Only the x30 stop is inside a prologue after its SCS push;
+				// the others stop at a function's first instruction.
+				if c.Prologue.PushedUnlinked() != (s.Name == "x30") || c.PrologueErr != nil {
+					t.Errorf("%s: cpu %d: prologue %v (%v)", s.Name, s.StoppedCPU, c.Prologue, c.PrologueErr)
+				}
 				if k.HasSCS() {
 					for _, o := range rep.CPUs {
 						if o.End == kernel.EndFinal {
@@ -181,6 +196,9 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 			if taskTraces == 0 {
 				t.Error("no blocked task compared")
 			}
+			if strings.HasPrefix(filepath.Base(dir), "scs-") && x30Stops == 0 {
+				t.Error("no stop after an SCS push (x30)")
+			}
 			t.Logf("stopped CPUs: %d printed frames matched; blocked tasks: %d traces, %d frames matched exactly; SCS copy: %d frames missing, each explained", cpuFrames, taskTraces, taskFrames, scsRows)
 		})
 	}
@@ -202,7 +220,13 @@ func checkScenario(t *testing.T, cp *kernel.Capture, k *kernel.Kernel, s *kernel
 	if signed == 0 {
 		t.Errorf("%s: no PAC-signed return address was stripped", s.Name)
 	}
-	if fs[0].Source != kernel.SourceRegsPC || kernel.FuncOf(ws[0]) != s.Func || fs[1].Source != kernel.SourceLR {
+	second := kernel.SourceLR
+	if s.Name == "x30" {
+		// Stopped inside the prologue: x30 is not reported by the walk,
+		// the next frame is the caller's record.
+		second = kernel.SourceFrame
+	}
+	if fs[0].Source != kernel.SourceRegsPC || kernel.FuncOf(ws[0]) != s.Func || fs[1].Source != second {
 		t.Errorf("%s: the walk starts %s (%v), %v; want the breakpoint function %s and x30", s.Name, ws[0], fs[0].Source, fs[1].Source, s.Func)
 	}
 	switch s.Name {
@@ -233,7 +257,7 @@ func checkScenario(t *testing.T, cp *kernel.Capture, k *kernel.Kernel, s *kernel
 		} else if p := cp.Expected.Traces[s.Trace].Frames; k.V.Info.Minor == 12 && ws[b[0]] != p[kernel.PrintedFrom(p)] {
 			t.Errorf("l-ipi: 6.12 prints from %s, the boundary is %s", p[kernel.PrintedFrom(p)], ws[b[0]])
 		}
-	case "l-syscall", "t":
+	case "l-syscall", "t", "x30":
 		if last != "el0t_64_sync" {
 			t.Errorf("%s: the writer's syscall does not end at el0t_64_sync: %s", s.Name, ws[len(ws)-1])
 		}
@@ -247,6 +271,63 @@ func checkScenario(t *testing.T, cp *kernel.Capture, k *kernel.Kernel, s *kernel
 // captures (logged by TestRealKernelsMatchPrintedTrace).
 var rules = map[string]int{}
 
+// scsOnly counts the explanations of frames only the SCS copy has.
+var scsOnly = map[string]int{}
+
+// checkX30 checks the stop placed after a prologue's SCS push and before
+// its frame record is linked: the FP walk lacks exactly the caller's
+// return address (still in x30), the SCS copy has it as its newest entry,
+// explained by the prologue rule read from the code in the dump, and the
+// kernel's printed trace (taken later, from deeper in the same call)
+// confirms the frame: the walk plus the SCS-only frame is the printed
+// trace, the walk alone is not.
+func checkX30(t *testing.T, k *kernel.Kernel, s *kernel.Stop, c *kernel.CPUResult, ws, printed []string) {
+	t.Helper()
+	if !k.HasSCS() || c.SCSErr != nil {
+		t.Fatalf("x30: SCS copy: %v", c.SCSErr)
+	}
+	if !c.Prologue.PushedUnlinked() || c.Prologue.Func != s.Func {
+		t.Errorf("x30: prologue %v (%v), want %s after its SCS push, x29 not set", c.Prologue, c.PrologueErr, s.Func)
+	}
+	x30 := k.V.CPUs[s.StoppedCPU].Regs.X[30]
+	if len(c.SCS) == 0 || c.SCS[0].Raw != x30 || c.SCS[0].PC != k.V.Layout.Strip(x30) {
+		t.Fatalf("x30: the SCS's newest entry is not x30 %#x: %v", x30, c.SCS)
+	}
+	if x30 == c.SCS[0].PC {
+		t.Errorf("x30: %#x is not PAC-signed (paciasp ran before the stop)", x30)
+	}
+	cmp := k.Compare(c.SCS, c.Frames, nil, nil)
+	var merged []string
+	only := 0
+	for _, r := range cmp.Rows {
+		switch {
+		case r.InFP:
+			merged = append(merged, r.FP.Symbol)
+		default:
+			merged = append(merged, r.SCS.Symbol)
+			only++
+			if r.SCS.PC != c.SCS[0].PC || !strings.HasPrefix(r.Note, kernel.NoteSCSOnlyPushedUnlinked) {
+				t.Errorf("x30: SCS-only frame %s: %q", r.SCS.Symbol, r.Note)
+			}
+			t.Logf("x30: only on the SCS: %s: %s", r.SCS.Symbol, r.Note)
+		}
+	}
+	if only != 1 {
+		t.Errorf("x30: %d frames only on the SCS, want 1\n%s", only, cmp)
+	}
+	p := kernel.PrintedFrom(printed)
+	if _, err := kernel.MatchPrinted(ws, printed); err == nil {
+		t.Errorf("x30: the FP walk alone matches the printed trace; the SCS-only frame is not confirmed")
+	}
+	// The stop's own frame prints with the offset of the later call.
+	if kernel.FuncOf(merged[0]) != kernel.FuncOf(printed[p]) {
+		t.Errorf("x30: stopped in %s, printed from %s", merged[0], printed[p])
+	}
+	if at, err := kernel.MatchPrinted(merged[1:], printed[p+1:]); err != nil || at != 0 {
+		t.Errorf("x30: FP walk + SCS-only frame vs printed (at %d): %v\nmerged:  %s\nprinted: %s", at, err, strings.Join(merged, " "), strings.Join(printed, " "))
+	}
+}
+
 func checkSCS(t *testing.T, k *kernel.Kernel, what string, scsF, fpF []kernel.Frame, scsErr error, notes []string) int {
 	t.Helper()
 	if scsErr != nil {
@@ -258,6 +339,8 @@ func checkSCS(t *testing.T, k *kernel.Kernel, what string, scsF, fpF []kernel.Fr
 	for _, r := range cmp.Rows {
 		switch {
 		case r.InSCS && r.InFP:
+		case r.InSCS && strings.HasPrefix(r.Note, kernel.NoteSCSOnlyPushedUnlinked):
+			scsOnly[r.Note]++
 		case r.InSCS:
 			t.Errorf("%s: frame %s only on the SCS: %s", what, r.SCS.Symbol, r.Note)
 		case r.Note == "" || strings.HasPrefix(r.Note, "UNEXPLAINED"):

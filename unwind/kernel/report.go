@@ -31,6 +31,11 @@ type CPUResult struct {
 	SCS      []Frame
 	SCSNotes []string
 	SCSErr   error
+	// Prologue is how far the function holding the CPU's pc got through
+	// its prologue ([Kernel.PrologueAt]); PrologueErr says why it is
+	// unknown.
+	Prologue    Prologue
+	PrologueErr error
 }
 
 // TaskResult is the walk of one task from its cpu_context.
@@ -90,6 +95,7 @@ func (k *Kernel) Unwind(tasks bool) *Report {
 		w, err := k.CPUWalk(c)
 		cr := CPUResult{CPU: c, Result: run(w, err)}
 		cr.SCS, cr.SCSNotes, cr.SCSErr = k.SCSCopyCPU(c, cr.Frames)
+		cr.Prologue, cr.PrologueErr = k.PrologueAt(k.V.CPUs[c].Regs.PC)
 		r.CPUs = append(r.CPUs, cr)
 		t, _, _ := k.Current(c)
 		current = append(current, t)

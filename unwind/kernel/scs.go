@@ -208,11 +208,16 @@ func (k *Kernel) Compare(scsF, fpF []Frame, scsErr, fpErr error) *unwind.Compari
 		return out
 	}
 	cmp := unwind.CompareTraces(nil, conv(scsF), conv(fpF))
-	j := 0
+	j, n := 0, 0
 	for i := range cmp.Rows {
 		r := &cmp.Rows[i]
 		if !r.InFP {
+			r.Note = k.scsOnly(n, scsF, fpF)
+			n++
 			continue
+		}
+		if r.InSCS {
+			n++
 		}
 		if !r.InSCS {
 			switch fpF[j].Source {
@@ -243,4 +248,28 @@ func (k *Kernel) Compare(scsF, fpF []Frame, scsErr, fpErr error) *unwind.Compari
 	}
 	cmp.SCSErr, cmp.FPErr = scsErr, fpErr
 	return cmp
+}
+
+// NoteSCSOnlyPushedUnlinked starts the note of a frame only the SCS copy
+// has because the stopped function's prologue pushed x30 on the SCS but
+// had not linked its frame record ([Prologue.PushedUnlinked]).
+const NoteSCSOnlyPushedUnlinked = "only SCS: x30 pushed by the stopped function's prologue before its frame record was linked"
+
+// scsOnly explains the SCS copy's frame n that the FP walk lacks. The only
+// rule: it is the newest entry of a copy started at a CPU's stopped pc
+// (fpF[0]), and the prologue of the function holding that pc ran its SCS
+// push but has not set x29, so the frame pointer is still the caller's
+// and the caller's return address is in x30 and on the SCS only.
+func (k *Kernel) scsOnly(n int, scsF, fpF []Frame) string {
+	if n != 0 || len(fpF) == 0 || fpF[0].Source != SourceRegsPC {
+		return "UNEXPLAINED: only SCS, and not the newest entry of a CPU stopped in a prologue"
+	}
+	p, err := k.PrologueAt(fpF[0].PC)
+	if err != nil {
+		return "UNEXPLAINED: only SCS; prologue unknown: " + err.Error()
+	}
+	if !p.PushedUnlinked() {
+		return "UNEXPLAINED: only SCS; prologue " + p.String()
+	}
+	return NoteSCSOnlyPushedUnlinked + " (" + p.String() + ")"
 }
