@@ -114,6 +114,16 @@ func (u *Unwinder) init(c *Config) {
 	u.cfg, u.layout, u.inited = *c, c.Layout, true
 	u.graphIdx, u.krNext = -1, -2
 	u.fp, u.pc = c.FP, c.PC
+	if c.ABI != ABIMetaRecord && c.ABI != ABIFinalRecord {
+		u.setErr(fmt.Errorf("fp: Config.ABI %v is not an ABI of this package", c.ABI))
+		return
+	}
+	l, err := c.ptRegsLayout()
+	if err != nil {
+		u.setErr(err)
+		return
+	}
+	u.cfg.PtRegs = l // resolved: the walk reads the layout from here
 	switch u.source = c.Source; u.source {
 	case SourceUnknown:
 		u.source = SourceCaller
@@ -277,6 +287,13 @@ func (u *Unwinder) outside(rule, what string, sp, size uint64) error {
 // (kunwind_next_frame_record).
 func (u *Unwinder) nextFrameRecord() status {
 	fp := u.fp
+	old := u.cfg.ABI == ABIFinalRecord
+	// Rule (ABIFinalRecord, up to 6.12): the walk ends when fp is the
+	// task's pt_regs stackframe, before that record is read (EL0 entry
+	// zeroes it; the kernel never looks).
+	if t := u.cfg.TaskPtRegs; old && t != 0 && fp == t+u.cfg.PtRegs.StackFrame {
+		return stepFinal
+	}
 	// Rule: fp is 8-byte aligned.
 	if fp&7 != 0 {
 		return u.fail(errs.Corrupt(RuleMisalignedFP, fp))
@@ -292,12 +309,20 @@ func (u *Unwinder) nextFrameRecord() status {
 	}
 	newFP := s.load(fp)
 	newPC := s.load(fp + 8)
-	if newFP == 0 && newPC == 0 {
+	// Before 6.13 there are no meta records: {0, 0} is an ordinary
+	// record.
+	if newFP == 0 && newPC == 0 && !old {
 		return u.nextFrameRecordMeta()
+	}
+	u.source = SourceFrame
+	if old && u.synthetic(s, fp, newFP, newPC) {
+		// The exception boundary of the older ABI: the lr is the
+		// interrupted pc (regs->pc), the fp its regs[29].
+		u.source = SourceRegsPC
+		u.regs = fp - u.cfg.PtRegs.StackFrame
 	}
 	u.consumeStack(s, fp, FrameRecordSize)
 	u.fp, u.pc = newFP, newPC
-	u.source = SourceFrame
 	u.kind = s.kind
 	return stepOK
 }
@@ -315,10 +340,10 @@ func (u *Unwinder) nextFrameRecordMeta() status {
 	case MetaFinal:
 		// Rule: FINAL ends the walk successfully only where the task's
 		// pt_regs keep their stackframe; anywhere else it is corruption.
-		if t := u.cfg.TaskPtRegs; t != 0 && fp == t+PtRegsStackFrameOff {
+		if t := u.cfg.TaskPtRegs; t != 0 && fp == t+u.cfg.PtRegs.StackFrame {
 			return stepFinal
 		}
-		return u.fail(errs.Corruptf(RuleFinalNotAtTaskPtRegs, fp, "task pt_regs stackframe is at %#x", u.cfg.TaskPtRegs+PtRegsStackFrameOff))
+		return u.fail(errs.Corruptf(RuleFinalNotAtTaskPtRegs, fp, "task pt_regs stackframe is at %#x", u.cfg.TaskPtRegs+u.cfg.PtRegs.StackFrame))
 	case MetaPtRegs:
 		return u.nextRegsPC()
 	default:
@@ -331,22 +356,22 @@ func (u *Unwinder) nextFrameRecordMeta() status {
 // embed the meta record at fp and continues from the interrupted context
 // (kunwind_next_regs_pc).
 func (u *Unwinder) nextRegsPC() status {
-	fp := u.fp
-	// The pt_regs start PtRegsStackFrameOff below the meta record; an fp
-	// too small to have them is outside every stack (no wrap-around).
-	if fp < PtRegsStackFrameOff {
+	fp, l := u.fp, &u.cfg.PtRegs
+	// The pt_regs start l.StackFrame below the meta record; an fp too
+	// small to have them is outside every stack (no wrap-around).
+	if fp < l.StackFrame {
 		return u.fail(errs.Corruptf(RulePtRegsOutsideStacks, fp, "meta record at %#x has no room for pt_regs below it", fp))
 	}
-	regs := fp - PtRegsStackFrameOff
+	regs := fp - l.StackFrame
 	// Rule: the whole pt_regs lie inside an accessible stack, above
 	// everything already consumed on it.
-	s := u.findStack(regs, PtRegsSize)
+	s := u.findStack(regs, l.Size)
 	if s == nil {
-		return u.fail(u.outside(RulePtRegsOutsideStacks, "pt_regs", regs, PtRegsSize))
+		return u.fail(u.outside(RulePtRegsOutsideStacks, "pt_regs", regs, l.Size))
 	}
-	pc := s.load(regs + PtRegsPCOff)
-	x29 := s.load(regs + PtRegsX29Off)
-	u.consumeStack(s, regs, PtRegsSize)
+	pc := s.load(regs + l.PC)
+	x29 := s.load(regs + l.X29)
+	u.consumeStack(s, regs, l.Size)
 	u.regs = regs
 	u.fp, u.pc = x29, pc
 	u.source = SourceRegsPC
