@@ -60,12 +60,36 @@ type PtRegsLayout struct {
 // maxPtRegsSize bounds PtRegsLayout.Size (the kernel's is 336).
 const maxPtRegsSize = 4096
 
+// defaultPtRegs is the layout the zero PtRegsLayout stands for.
+var defaultPtRegs = PtRegsLayout{Size: PtRegsSize, X29: PtRegsX29Off, PC: PtRegsPCOff, StackFrame: PtRegsStackFrameOff}
+
+// checkABI checks c's ABI and pt_regs layout, returning an error that
+// says which field is unusable.
+func (c *Config) checkABI() error {
+	if c.ABI != ABIMetaRecord && c.ABI != ABIFinalRecord {
+		return fmt.Errorf("fp: Config.ABI %v is not an ABI of this package", c.ABI)
+	}
+	_, err := c.ptRegsLayout()
+	return err
+}
+
+// ptRegs returns the walk's pt_regs layout: the Config's, or for the
+// zero layout the package's constants. (Resolving it here, on the rare
+// paths that read pt_regs, keeps Init as cheap as before the layout was
+// configurable.)
+func (u *Unwinder) ptRegs() *PtRegsLayout {
+	if u.cfg.PtRegs.Size == 0 { // checkABI: a non-zero layout has a Size
+		return &defaultPtRegs
+	}
+	return &u.cfg.PtRegs
+}
+
 // ptRegsLayout returns c's pt_regs layout with the zero value resolved,
 // or an error saying which field is unusable.
 func (c *Config) ptRegsLayout() (PtRegsLayout, error) {
 	l := c.PtRegs
 	if l == (PtRegsLayout{}) {
-		return PtRegsLayout{Size: PtRegsSize, X29: PtRegsX29Off, PC: PtRegsPCOff, StackFrame: PtRegsStackFrameOff}, nil
+		return defaultPtRegs, nil
 	}
 	rec := uint64(MetaRecordSize)
 	if c.ABI == ABIFinalRecord {
@@ -92,7 +116,7 @@ func (c *Config) ptRegsLayout() (PtRegsLayout, error) {
 // kernel follows the record like any other and consumes only its 16
 // bytes.
 func (u *Unwinder) synthetic(s *stackInfo, fp, nfp, npc uint64) bool {
-	l := &u.cfg.PtRegs
+	l := u.ptRegs()
 	if fp < s.base+l.StackFrame {
 		return false
 	}

@@ -114,16 +114,12 @@ func (u *Unwinder) init(c *Config) {
 	u.cfg, u.layout, u.inited = *c, c.Layout, true
 	u.graphIdx, u.krNext = -1, -2
 	u.fp, u.pc = c.FP, c.PC
-	if c.ABI != ABIMetaRecord && c.ABI != ABIFinalRecord {
-		u.setErr(fmt.Errorf("fp: Config.ABI %v is not an ABI of this package", c.ABI))
-		return
+	if c.ABI != ABIMetaRecord || c.PtRegs != (PtRegsLayout{}) {
+		if err := c.checkABI(); err != nil {
+			u.setErr(err)
+			return
+		}
 	}
-	l, err := c.ptRegsLayout()
-	if err != nil {
-		u.setErr(err)
-		return
-	}
-	u.cfg.PtRegs = l // resolved: the walk reads the layout from here
 	switch u.source = c.Source; u.source {
 	case SourceUnknown:
 		u.source = SourceCaller
@@ -291,7 +287,7 @@ func (u *Unwinder) nextFrameRecord() status {
 	// Rule (ABIFinalRecord, up to 6.12): the walk ends when fp is the
 	// task's pt_regs stackframe, before that record is read (EL0 entry
 	// zeroes it; the kernel never looks).
-	if t := u.cfg.TaskPtRegs; old && t != 0 && fp == t+u.cfg.PtRegs.StackFrame {
+	if t := u.cfg.TaskPtRegs; old && t != 0 && fp == t+u.ptRegs().StackFrame {
 		return stepFinal
 	}
 	// Rule: fp is 8-byte aligned.
@@ -319,7 +315,7 @@ func (u *Unwinder) nextFrameRecord() status {
 		// The exception boundary of the older ABI: the lr is the
 		// interrupted pc (regs->pc), the fp its regs[29].
 		u.source = SourceRegsPC
-		u.regs = fp - u.cfg.PtRegs.StackFrame
+		u.regs = fp - u.ptRegs().StackFrame
 	}
 	u.consumeStack(s, fp, FrameRecordSize)
 	u.fp, u.pc = newFP, newPC
@@ -340,10 +336,10 @@ func (u *Unwinder) nextFrameRecordMeta() status {
 	case MetaFinal:
 		// Rule: FINAL ends the walk successfully only where the task's
 		// pt_regs keep their stackframe; anywhere else it is corruption.
-		if t := u.cfg.TaskPtRegs; t != 0 && fp == t+u.cfg.PtRegs.StackFrame {
+		if t := u.cfg.TaskPtRegs; t != 0 && fp == t+u.ptRegs().StackFrame {
 			return stepFinal
 		}
-		return u.fail(errs.Corruptf(RuleFinalNotAtTaskPtRegs, fp, "task pt_regs stackframe is at %#x", u.cfg.TaskPtRegs+u.cfg.PtRegs.StackFrame))
+		return u.fail(errs.Corruptf(RuleFinalNotAtTaskPtRegs, fp, "task pt_regs stackframe is at %#x", u.cfg.TaskPtRegs+u.ptRegs().StackFrame))
 	case MetaPtRegs:
 		return u.nextRegsPC()
 	default:
@@ -356,7 +352,7 @@ func (u *Unwinder) nextFrameRecordMeta() status {
 // embed the meta record at fp and continues from the interrupted context
 // (kunwind_next_regs_pc).
 func (u *Unwinder) nextRegsPC() status {
-	fp, l := u.fp, &u.cfg.PtRegs
+	fp, l := u.fp, u.ptRegs()
 	// The pt_regs start l.StackFrame below the meta record; an fp too
 	// small to have them is outside every stack (no wrap-around).
 	if fp < l.StackFrame {

@@ -139,9 +139,9 @@ func (u *Unwinder) save(c *Config, store []uint64, skip int) (n int, end End, er
 	// only around the general step.
 	fp, pc := u.fp, u.pc
 	cur := &u.cur
-	// lim is the highest fp the fast path may take on the current stack
-	// (see fastLimit); 0 until the walk is on a stack.
-	low, lim, base, words := cur.low, uint64(0), cur.base, cur.words
+	// high-16 is the highest fp the fast path may take on the current
+	// stack (see fastHigh).
+	low, high, base, words := cur.low, cur.high, cur.base, cur.words
 	for {
 		// Emit the current frame, after exactly skip frames.
 		if skip > 0 {
@@ -160,13 +160,13 @@ func (u *Unwinder) save(c *Config, store []uint64, skip int) (n int, end End, er
 		//   - fp is 8-byte aligned;
 		//   - the 16-byte record lies inside the current stack, at or
 		//     above its low bound (overflow-safe: low != 0 means the
-		//     stack is accessible, and fp <= lim <= high-16 keeps fp+16
-		//     from wrapping);
+		//     stack is accessible, so high > low >= 8, high-16 does not
+		//     wrap, and fp <= high-16 keeps fp+16 from wrapping);
 		//   - consuming it moves the low bound past it.
 		// Anything else (a new stack, a meta record, a trampoline, an
 		// fp at or above the task's pt_regs stackframe under
 		// ABIFinalRecord, an error) takes the general step, u.next.
-		if fp&7 == 0 && low != 0 && fp >= low && fp <= lim {
+		if fp&7 == 0 && low != 0 && fp >= low && fp <= high-FrameRecordSize {
 			i := (fp - base) / 8
 			w := words[i : i+2 : i+2]
 			newFP, raw := atomic.LoadUint64(&w[0]), atomic.LoadUint64(&w[1])
@@ -182,7 +182,10 @@ func (u *Unwinder) save(c *Config, store []uint64, skip int) (n int, end End, er
 			break
 		}
 		fp, pc = u.fp, u.pc
-		low, lim, base, words = cur.low, u.fastLimit(), cur.base, cur.words
+		low, high, base, words = cur.low, cur.high, cur.base, cur.words
+		if u.cfg.ABI != ABIMetaRecord {
+			high = u.fastHigh()
+		}
 	}
 	if st == stepFail && n == len(store) && n > 0 {
 		// The step after the last stored frame failed: the store is
@@ -193,28 +196,31 @@ func (u *Unwinder) save(c *Config, store []uint64, skip int) (n int, end End, er
 	return n, u.end, u.err
 }
 
-// fastLimit returns the highest fp at which save's fast path may read a
-// frame record on the current stack: high-16, lowered below the task's
-// pt_regs stackframe under ABIFinalRecord (where the walk ends before
-// reading), and 0 (never) for a reliable walk under ABIFinalRecord, where
-// every record must be checked for the synthetic pt_regs record that
-// marks an exception boundary. It costs the fast path nothing: save
-// recomputes it only after a general step.
-func (u *Unwinder) fastLimit() uint64 {
+// fastHigh returns the top the fast path of save may assume for the
+// current stack under ABIFinalRecord (under ABIMetaRecord it is the
+// stack's top): its fp must be at most fastHigh()-16. That is the stack's
+// top, lowered to the task's pt_regs stackframe (where the walk ends
+// before reading), and 16 (no fp qualifies, as fp >= low >= 8 and fp is
+// aligned) for a reliable walk, where every record must be checked for
+// the synthetic pt_regs record that marks an exception boundary. The fast
+// path's loop is thus the same for every ABI; save calls this only after
+// a general step, and not for the default ABI (measured: anything more
+// in the default path, or in consumeStack, costs a few percent; inlined
+// here, it crowds the loop's registers).
+//
+//go:noinline
+func (u *Unwinder) fastHigh() uint64 {
 	c := &u.cur
 	if c.low == 0 {
-		return 0
+		return c.high
 	}
-	lim := c.high - FrameRecordSize // high > low >= 8: no wrap
-	if u.cfg.ABI == ABIFinalRecord {
-		if u.cfg.Reliable {
-			return 0
-		}
-		if t := u.cfg.TaskPtRegs; t != 0 {
-			if f := t + u.cfg.PtRegs.StackFrame; f >= c.base && f < c.top && f-8 < lim {
-				lim = f - 8 // f >= base >= 8
-			}
+	if u.cfg.Reliable {
+		return FrameRecordSize
+	}
+	if t := u.cfg.TaskPtRegs; t != 0 {
+		if f := t + u.ptRegs().StackFrame; f >= c.base && f < c.top && f+8 < c.high {
+			return f + 8 // fp <= f-8: below the end
 		}
 	}
-	return lim
+	return c.high
 }
