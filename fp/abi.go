@@ -108,6 +108,31 @@ func (c *Config) ptRegsLayout() (PtRegsLayout, error) {
 	return l, nil
 }
 
+// atTaskEnd reports whether fp is where a walk under ABIFinalRecord ends
+// (unwind_next of 6.1, kunwind_next of 6.12): the task's pt_regs
+// stackframe, checked before that record is read (EL0 entry zeroes it;
+// the kernel never looks). Out of line, so that the default ABI's step
+// stays small.
+//
+//go:noinline
+func (u *Unwinder) atTaskEnd(fp uint64) bool {
+	t := u.cfg.TaskPtRegs
+	return t != 0 && fp == t+u.ptRegs().StackFrame
+}
+
+// labelSynthetic marks the frame just read, the record {nfp, npc} at fp
+// on s, as the exception boundary of ABIFinalRecord when it is the
+// synthetic pt_regs record: its lr is the interrupted pc (regs->pc), its
+// fp regs[29].
+//
+//go:noinline
+func (u *Unwinder) labelSynthetic(s *stackInfo, fp, nfp, npc uint64) {
+	if u.synthetic(s, fp, nfp, npc) {
+		u.source = SourceRegsPC
+		u.regs = fp - u.ptRegs().StackFrame
+	}
+}
+
 // synthetic reports whether the frame record {nfp, npc} at fp, read from
 // s, is the one EL1 entry writes into pt_regs->stackframe under
 // [ABIFinalRecord] (kernel_entry: stp x29, x22 (elr) into

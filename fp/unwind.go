@@ -283,11 +283,8 @@ func (u *Unwinder) outside(rule, what string, sp, size uint64) error {
 // (kunwind_next_frame_record).
 func (u *Unwinder) nextFrameRecord() status {
 	fp := u.fp
-	old := u.cfg.ABI == ABIFinalRecord
-	// Rule (ABIFinalRecord, up to 6.12): the walk ends when fp is the
-	// task's pt_regs stackframe, before that record is read (EL0 entry
-	// zeroes it; the kernel never looks).
-	if t := u.cfg.TaskPtRegs; old && t != 0 && fp == t+u.ptRegs().StackFrame {
+	old := u.cfg.ABI != ABIMetaRecord // init allows only ABIFinalRecord besides
+	if old && u.atTaskEnd(fp) {
 		return stepFinal
 	}
 	// Rule: fp is 8-byte aligned.
@@ -311,11 +308,8 @@ func (u *Unwinder) nextFrameRecord() status {
 		return u.nextFrameRecordMeta()
 	}
 	u.source = SourceFrame
-	if old && u.synthetic(s, fp, newFP, newPC) {
-		// The exception boundary of the older ABI: the lr is the
-		// interrupted pc (regs->pc), the fp its regs[29].
-		u.source = SourceRegsPC
-		u.regs = fp - u.ptRegs().StackFrame
+	if old {
+		u.labelSynthetic(s, fp, newFP, newPC)
 	}
 	u.consumeStack(s, fp, FrameRecordSize)
 	u.fp, u.pc = newFP, newPC
