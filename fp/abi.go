@@ -108,29 +108,31 @@ func (c *Config) ptRegsLayout() (PtRegsLayout, error) {
 	return l, nil
 }
 
-// atTaskEnd reports whether fp is where a walk under ABIFinalRecord ends
-// (unwind_next of 6.1, kunwind_next of 6.12): the task's pt_regs
-// stackframe, checked before that record is read (EL0 entry zeroes it;
-// the kernel never looks). Out of line, so that the default ABI's step
-// stays small.
+// nextFinalABI is the step of ABIFinalRecord (unwind_next of 6.1,
+// kunwind_next of 6.12). Rule: the walk ends when fp is the task's
+// pt_regs stackframe, checked before that record is read (EL0 entry
+// zeroes it; the kernel never looks). Otherwise the step is
+// nextFrameRecord's, which reads {0, 0} as an ordinary record under this
+// ABI, and a record that is the synthetic one of an exception boundary
+// is labelled. Kept out of nextFrameRecord (and out of line) so that the
+// default ABI's step is unchanged.
 //
 //go:noinline
-func (u *Unwinder) atTaskEnd(fp uint64) bool {
-	t := u.cfg.TaskPtRegs
-	return t != 0 && fp == t+u.ptRegs().StackFrame
-}
-
-// labelSynthetic marks the frame just read, the record {nfp, npc} at fp
-// on s, as the exception boundary of ABIFinalRecord when it is the
-// synthetic pt_regs record: its lr is the interrupted pc (regs->pc), its
-// fp regs[29].
-//
-//go:noinline
-func (u *Unwinder) labelSynthetic(s *stackInfo, fp, nfp, npc uint64) {
-	if u.synthetic(s, fp, nfp, npc) {
+func (u *Unwinder) nextFinalABI() status {
+	if t := u.cfg.TaskPtRegs; t != 0 && u.fp == t+u.ptRegs().StackFrame {
+		return stepFinal
+	}
+	if st := u.nextFrameRecord(); st != stepOK {
+		return st
+	}
+	// The record just consumed is the last 16 bytes below cur.low.
+	if fp := u.cur.low - FrameRecordSize; u.synthetic(&u.cur, fp, u.fp, u.pc) {
+		// The exception boundary: the lr is the interrupted pc
+		// (regs->pc), the fp its regs[29].
 		u.source = SourceRegsPC
 		u.regs = fp - u.ptRegs().StackFrame
 	}
+	return stepOK
 }
 
 // synthetic reports whether the frame record {nfp, npc} at fp, read from

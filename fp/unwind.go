@@ -283,10 +283,6 @@ func (u *Unwinder) outside(rule, what string, sp, size uint64) error {
 // (kunwind_next_frame_record).
 func (u *Unwinder) nextFrameRecord() status {
 	fp := u.fp
-	old := u.cfg.ABI != ABIMetaRecord // init allows only ABIFinalRecord besides
-	if old && u.atTaskEnd(fp) {
-		return stepFinal
-	}
 	// Rule: fp is 8-byte aligned.
 	if fp&7 != 0 {
 		return u.fail(errs.Corrupt(RuleMisalignedFP, fp))
@@ -303,14 +299,11 @@ func (u *Unwinder) nextFrameRecord() status {
 	newFP := s.load(fp)
 	newPC := s.load(fp + 8)
 	// Before 6.13 there are no meta records: {0, 0} is an ordinary
-	// record.
-	if newFP == 0 && newPC == 0 && !old {
+	// record (see nextFinalABI).
+	if newFP == 0 && newPC == 0 && u.cfg.ABI == ABIMetaRecord {
 		return u.nextFrameRecordMeta()
 	}
 	u.source = SourceFrame
-	if old {
-		u.labelSynthetic(s, fp, newFP, newPC)
-	}
 	u.consumeStack(s, fp, FrameRecordSize)
 	u.fp, u.pc = newFP, newPC
 	u.kind = s.kind
@@ -402,7 +395,11 @@ func (u *Unwinder) recoverReturnAddress() status {
 // then return-address recovery.
 func (u *Unwinder) next() status {
 	u.flags = 0
-	if st := u.nextFrameRecord(); st != stepOK {
+	if u.cfg.ABI != ABIMetaRecord { // init allows only ABIFinalRecord besides
+		if st := u.nextFinalABI(); st != stepOK {
+			return st
+		}
+	} else if st := u.nextFrameRecord(); st != stepOK {
 		return st
 	}
 	if u.source == SourceRegsPC && u.cfg.Reliable {
