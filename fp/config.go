@@ -43,7 +43,8 @@ type Config struct {
 	Layout ptrauth.Layout
 	// TaskPtRegs is the address of the task's pt_regs (task_pt_regs, see
 	// TaskPtRegsAddr). The FINAL meta record ends a walk only at
-	// TaskPtRegs+PtRegsStackFrameOff. 0: no FINAL record is valid.
+	// TaskPtRegs+PtRegs.StackFrame (under [ABIFinalRecord], an fp equal
+	// to that address ends it). 0: no end is valid.
 	TaskPtRegs uint64
 	// GraphTrampoline is the function-graph tracer's return trampoline
 	// (return_to_handler); 0 disables graph recovery.
@@ -81,6 +82,17 @@ type Config struct {
 	// never sets it: a kernel chain ends at FINAL, and fp == 0 is
 	// corruption.
 	ZeroFPEnds bool
+	// ABI is the frame-record ABI of the kernel walked: the zero value
+	// [ABIMetaRecord] (6.13+ meta records) or [ABIFinalRecord] (up to
+	// 6.12: the walk ends at the task's pt_regs stackframe before reading
+	// it, and {0, 0} records are not meta records). Any other value makes
+	// the walk fail before its first frame.
+	ABI ABI
+	// PtRegs is the layout of struct pt_regs (where the embedded record,
+	// regs[29] and pc are); the zero value is this package's constants
+	// ([PtRegsSize], [PtRegsStackFrameOff], ...). A layout whose fields do
+	// not fit inside its Size makes the walk fail before its first frame.
+	PtRegs PtRegsLayout
 
 	// mem, set only by the machine model (see attach in mem.go), is the
 	// model's memory: stacks and return stacks without Data are read

@@ -19,6 +19,17 @@
 // (SourceRegsPC) and whose regs[29] is where the walk continues. Any other
 // type is corruption.
 //
+// That is the ABI since Linux 6.13 and the default ([ABIMetaRecord]).
+// Kernels up to 6.12 ([ABIFinalRecord], Config.ABI) have no meta
+// records: the walk ends when fp equals the task's pt_regs stackframe,
+// checked before that record is read, a {0, 0} record is an ordinary one,
+// and an exception boundary is crossed by following the synthetic record
+// {x29, elr} that EL1 entry writes into pt_regs->stackframe; its lr is
+// reported as SourceRegsPC. The pt_regs layout (Config.PtRegs) defaults
+// to this package's constants; real kernels give theirs from BTF (6.1
+// and 6.12 keep stackframe at 304). These are the rules package
+// unwind/kernel applies to real vmcores.
+//
 // The walk reads memory only inside the accessible stacks listed in the
 // Config (plus the function-graph and kretprobe return stacks, when
 // enabled).

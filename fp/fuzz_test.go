@@ -91,6 +91,16 @@ func fuzzWorld(t *testing.T, data []byte, startFP, startPC uint64, flags uint16,
 	if flags&(1<<4) != 0 {
 		c.Layout = ptrauth.NewLayout(48, false)
 	}
+	if flags&(1<<11) != 0 {
+		c.ABI = ABIFinalRecord
+	}
+	if flags&(1<<12) != 0 {
+		c.PtRegs = PtRegsLayout{Size: 336, X29: 29 * 8, PC: 256, StackFrame: 304} // Debian 6.1 and 6.12
+	}
+	if flags&(1<<13) != 0 && c.TaskPtRegs != 0 {
+		// Make the end reachable: point the start at it.
+		c.FP = c.TaskPtRegs + [2]uint64{PtRegsStackFrameOff, 304}[flags>>12&1]
+	}
 	c.Reliable = flags&(1<<5) != 0
 	c.ZeroFPEnds = flags&(1<<6) != 0
 	if flags&(1<<7) != 0 {
@@ -163,7 +173,8 @@ func runFuzzWalk(t *testing.T, c *Config, total uint64) fuzzResult {
 	return res
 }
 
-// FuzzWalk: arbitrary stack contents, start fp/pc and stack sets. The walk
+// FuzzWalk: arbitrary stack contents, start fp/pc and stack sets, under
+// both ABIs and both pt_regs layouts (flags bits 11 and 12). The walk
 // terminates within the bound the rules give, never panics, reports frames
 // plus ErrCorrupt/ErrUnreliable on bad input, agrees with Save for every
 // skip, and reads nothing outside its stacks (changing every word outside
@@ -174,6 +185,8 @@ func FuzzWalk(f *testing.F) {
 	f.Add([]byte("\x03\x10\x01\x20\x00\x08\x02\x04\x01\x02\x03\x04frame records"), uint64(0x1000), uint64(text), uint16(0x18))
 	f.Add([]byte("\x00\x3f\x00\x00\x00\x00\x00\x00\x01\x01\x01\x01pt_regs and meta"), uint64(0x700), uint64(text+4), uint16(0x1ff))
 	f.Add([]byte("graph and kretprobe \x00\x01\x02\x03\x04\x05"), uint64(0x123456), uint64(text+0x100), uint16(0x7ff))
+	f.Add([]byte("\x03\x10\x01\x20\x00\x08\x02\x04\x01\x02\x03\x04final-record ABI"), uint64(0x1000), uint64(text), uint16(0x1818))
+	f.Add([]byte("\x00\x3f\x00\x00\x00\x00\x00\x00\x01\x01\x01\x01old ABI, 6.1 layout"), uint64(0x700), uint64(text+4), uint16(0x39ff))
 	f.Fuzz(func(t *testing.T, data []byte, startFP, startPC uint64, flags uint16) {
 		c1, total := fuzzWorld(t, data, startFP, startPC, flags, 0)
 		c2, _ := fuzzWorld(t, data, startFP, startPC, flags, 0xa5a5_5a5a_0ff0_f00f)

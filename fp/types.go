@@ -163,7 +163,9 @@ const (
 	SourceCaller
 	// SourceTask: the saved PC of a blocked task (thread_saved_pc).
 	SourceTask
-	// SourceRegsPC: the pc of a pt_regs at an exception boundary.
+	// SourceRegsPC: the pc of a pt_regs at an exception boundary (under
+	// [ABIFinalRecord], the lr of the synthetic record {x29, elr} that EL1
+	// entry writes into those pt_regs).
 	SourceRegsPC
 )
 

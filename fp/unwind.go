@@ -114,6 +114,12 @@ func (u *Unwinder) init(c *Config) {
 	u.cfg, u.layout, u.inited = *c, c.Layout, true
 	u.graphIdx, u.krNext = -1, -2
 	u.fp, u.pc = c.FP, c.PC
+	if c.ABI != ABIMetaRecord || c.PtRegs != (PtRegsLayout{}) {
+		if err := c.checkABI(); err != nil {
+			u.setErr(err)
+			return
+		}
+	}
 	switch u.source = c.Source; u.source {
 	case SourceUnknown:
 		u.source = SourceCaller
@@ -292,12 +298,14 @@ func (u *Unwinder) nextFrameRecord() status {
 	}
 	newFP := s.load(fp)
 	newPC := s.load(fp + 8)
-	if newFP == 0 && newPC == 0 {
+	// Before 6.13 there are no meta records: {0, 0} is an ordinary
+	// record (see nextFinalABI).
+	if newFP == 0 && newPC == 0 && u.cfg.ABI == ABIMetaRecord {
 		return u.nextFrameRecordMeta()
 	}
+	u.source = SourceFrame
 	u.consumeStack(s, fp, FrameRecordSize)
 	u.fp, u.pc = newFP, newPC
-	u.source = SourceFrame
 	u.kind = s.kind
 	return stepOK
 }
@@ -315,10 +323,10 @@ func (u *Unwinder) nextFrameRecordMeta() status {
 	case MetaFinal:
 		// Rule: FINAL ends the walk successfully only where the task's
 		// pt_regs keep their stackframe; anywhere else it is corruption.
-		if t := u.cfg.TaskPtRegs; t != 0 && fp == t+PtRegsStackFrameOff {
+		if t := u.cfg.TaskPtRegs; t != 0 && fp == t+u.ptRegs().StackFrame {
 			return stepFinal
 		}
-		return u.fail(errs.Corruptf(RuleFinalNotAtTaskPtRegs, fp, "task pt_regs stackframe is at %#x", u.cfg.TaskPtRegs+PtRegsStackFrameOff))
+		return u.fail(errs.Corruptf(RuleFinalNotAtTaskPtRegs, fp, "task pt_regs stackframe is at %#x", u.cfg.TaskPtRegs+u.ptRegs().StackFrame))
 	case MetaPtRegs:
 		return u.nextRegsPC()
 	default:
@@ -331,22 +339,22 @@ func (u *Unwinder) nextFrameRecordMeta() status {
 // embed the meta record at fp and continues from the interrupted context
 // (kunwind_next_regs_pc).
 func (u *Unwinder) nextRegsPC() status {
-	fp := u.fp
-	// The pt_regs start PtRegsStackFrameOff below the meta record; an fp
-	// too small to have them is outside every stack (no wrap-around).
-	if fp < PtRegsStackFrameOff {
+	fp, l := u.fp, u.ptRegs()
+	// The pt_regs start l.StackFrame below the meta record; an fp too
+	// small to have them is outside every stack (no wrap-around).
+	if fp < l.StackFrame {
 		return u.fail(errs.Corruptf(RulePtRegsOutsideStacks, fp, "meta record at %#x has no room for pt_regs below it", fp))
 	}
-	regs := fp - PtRegsStackFrameOff
+	regs := fp - l.StackFrame
 	// Rule: the whole pt_regs lie inside an accessible stack, above
 	// everything already consumed on it.
-	s := u.findStack(regs, PtRegsSize)
+	s := u.findStack(regs, l.Size)
 	if s == nil {
-		return u.fail(u.outside(RulePtRegsOutsideStacks, "pt_regs", regs, PtRegsSize))
+		return u.fail(u.outside(RulePtRegsOutsideStacks, "pt_regs", regs, l.Size))
 	}
-	pc := s.load(regs + PtRegsPCOff)
-	x29 := s.load(regs + PtRegsX29Off)
-	u.consumeStack(s, regs, PtRegsSize)
+	pc := s.load(regs + l.PC)
+	x29 := s.load(regs + l.X29)
+	u.consumeStack(s, regs, l.Size)
 	u.regs = regs
 	u.fp, u.pc = x29, pc
 	u.source = SourceRegsPC
@@ -387,7 +395,11 @@ func (u *Unwinder) recoverReturnAddress() status {
 // then return-address recovery.
 func (u *Unwinder) next() status {
 	u.flags = 0
-	if st := u.nextFrameRecord(); st != stepOK {
+	if u.cfg.ABI != ABIMetaRecord { // init allows only ABIFinalRecord besides
+		if st := u.nextFinalABI(); st != stepOK {
+			return st
+		}
+	} else if st := u.nextFrameRecord(); st != stepOK {
 		return st
 	}
 	if u.source == SourceRegsPC && u.cfg.Reliable {

@@ -8,9 +8,10 @@ import (
 
 // BenchmarkRealKernel unwinds the IPI-interrupted CPU of the shipped SCS
 // kernel capture (18 frames across the IRQ stack and pt_regs) with both
-// techniques, every read translated through the dump's page tables: the
-// FP walk reads one record per frame (plus the pt_regs check), the SCS
-// copy two contiguous ranges.
+// techniques. The FP walk is package fp's over the stacks' bytes, which
+// the first Run read from the dump (the reads are not timed); the SCS
+// copy reads two contiguous ranges through the dump's page tables each
+// time.
 func BenchmarkRealKernel(b *testing.B) {
 	cp, err := kernel.OpenCapture("../../testdata/kernel/scs-6.12")
 	if err != nil {

@@ -10,9 +10,12 @@
 // (fp == &task_pt_regs(task)->stackframe: EL0 entry zeroes it, EL1 entry
 // writes a synthetic {x29, elr} that the walk follows across the exception
 // boundary); 6.13 introduced meta frame records (FINAL and PT_REGS types).
-// Only the older ABI has been checked against real kernels (Debian's 6.1
-// and 6.12, testdata/kernel); the meta-record rules follow the model of
-// package fp.
+// The walk itself is package fp's, the module's one frame-pointer
+// unwinder ([fp.ABIFinalRecord], [fp.ABIMetaRecord], with the pt_regs
+// layout read from BTF): this package finds the stacks, reads their bytes
+// from the dump once and hands them to it ([Walk.Config]). Only the older
+// ABI has been checked against real kernels (Debian's 6.1 and 6.12,
+// testdata/kernel).
 //
 // On kernels with shadow call stacks, [Kernel.Compare] explains each
 // frame only one technique has by a rule of the model. One rule needs the

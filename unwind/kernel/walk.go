@@ -1,7 +1,6 @@
 package kernel
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -17,7 +16,9 @@ type Memory interface {
 }
 
 // ABI is the frame-record ABI of a kernel version: how its unwinder
-// recognises the end of a task's stack and an exception boundary.
+// recognises the end of a task's stack and an exception boundary. The
+// rules themselves live in package fp ([fp.ABI]); this names the kernel
+// versions that use each.
 type ABI uint8
 
 const (
@@ -65,7 +66,8 @@ type Stack struct {
 	How string
 }
 
-// PtRegs is the layout of struct pt_regs the walk needs.
+// PtRegs is the layout of struct pt_regs the walk needs (the same
+// fields as [fp.PtRegsLayout], read from the kernel's BTF).
 type PtRegs struct {
 	// Size is sizeof(struct pt_regs); X29, PC and StackFrame are the
 	// offsets of regs[29], pc and stackframe.
@@ -123,7 +125,9 @@ const (
 	EndLimit
 )
 
-// Walk is the input of one walk.
+// Walk is the input of one walk, which [Walk.Run] hands to package fp's
+// unwinder ([fp.Walk]) with the rules of ABI. A Walk is not safe for
+// concurrent use (Run keeps the stacks' bytes it read).
 type Walk struct {
 	// Mem is the kernel memory walked.
 	Mem Memory
@@ -147,190 +151,212 @@ type Walk struct {
 	Layout ptrauth.Layout
 	// Max bounds the frames (0: 512).
 	Max int
+
+	// read is what Run read from Mem, kept for later Runs.
+	read *stackBytes
 }
 
 // ErrCorrupt is the project's corruption sentinel.
 var ErrCorrupt = errs.ErrCorrupt
 
-// Run walks the chain the way the kernel's unwinder of w.ABI does and
-// returns the frames, innermost first, and how it ended. A walk that fails
-// part-way returns the frames it had and an error naming the rule.
-func (w *Walk) Run() ([]Frame, End, error) {
-	max := w.Max
-	if max <= 0 {
-		max = 512
-	}
-	if w.Mem == nil {
-		return nil, EndError, errors.New("kernel: walk without memory")
-	}
-	if w.ABI != ABIFinalRecord && w.ABI != ABIMetaRecord {
-		return nil, EndError, fmt.Errorf("kernel: walk with unknown %v", w.ABI)
-	}
-	src := w.Source
-	if src == 0 {
-		src = SourceRegsPC
-	}
-	out := []Frame{{PC: w.Layout.Strip(w.PC), Raw: w.PC, FP: w.FP, Source: src, Stack: w.kindOf(w.FP)}}
-	if w.LR != 0 {
-		out = append(out, Frame{PC: w.Layout.Strip(w.LR), Raw: w.LR, FP: w.FP, Source: SourceLR, Stack: w.kindOf(w.FP)})
-	}
-	// low[i] is the lowest address of stack i not yet consumed; 0 means
-	// the walk has left that stack for good (unwind_consume_stack).
-	low := make([]uint64, len(w.Stacks))
-	for i, s := range w.Stacks {
-		low[i] = s.Low
-	}
-	cur := -1
-	fpv := w.FP
-	final := w.TaskPtRegs + w.Regs.StackFrame
-	for {
-		// Rule (<= 6.12): the final frame is recognised by its address,
-		// before it is read.
-		if w.ABI == ABIFinalRecord && w.TaskPtRegs != 0 && fpv == final {
-			return out, EndFinal, nil
+// maxStackSize bounds one stack read from the dump (THREAD_SIZE is at
+// most 64 KiB; a larger stack comes from a corrupt dump).
+const maxStackSize = 1 << 20
+
+// readChunk is the unit in which stacks are read from Mem: the smallest
+// arm64 page, so a page missing from a (trimmed) dump costs only itself.
+const readChunk = 4096
+
+// stackBytes is the memory of a walk's stacks, read from Mem: one byte
+// slice per stack (a chunk Mem could not give reads as zeros and is
+// listed in holes), and the fp.Stack list over them.
+type stackBytes struct {
+	key    []Stack    // the Stacks they were read for
+	stacks []fp.Stack // Data set; empty stacks left out
+	holes  []hole
+}
+
+// hole is a chunk of a stack that Mem could not read.
+type hole struct {
+	lo, hi uint64
+	err    error
+}
+
+// load reads w.Stacks from w.Mem, or returns what an earlier Run read
+// for the same stacks.
+func (w *Walk) load() (*stackBytes, error) {
+	if r := w.read; r != nil && len(r.key) == len(w.Stacks) {
+		same := true
+		for i := range r.key {
+			same = same && r.key[i] == w.Stacks[i]
 		}
-		if len(out) >= max {
-			return out, EndLimit, nil
+		if same {
+			return r, nil
 		}
-		// Rule: fp is 8-byte aligned.
-		if fpv&7 != 0 {
-			return out, EndError, errs.Corrupt("misaligned fp", fpv)
+	}
+	r := &stackBytes{key: append([]Stack(nil), w.Stacks...)}
+	for _, s := range w.Stacks {
+		if s.High <= s.Low {
+			continue // empty: nothing the walk could use
 		}
-		// Rule: the record lies on an accessible stack above what was
-		// consumed; it is consumed only if it is not a meta record
-		// (kunwind_next_frame_record finds the stack first).
-		i, err := w.find(low, fpv, 16)
-		if err != nil {
-			return out, EndError, err
+		if s.High-s.Low > maxStackSize {
+			return nil, fmt.Errorf("kernel: %s stack [%#x, %#x) is larger than %d bytes", s.Kind, s.Low, s.High, maxStackSize)
 		}
-		var rec [16]byte
-		if err := w.Mem.ReadVirt(rec[:16], fpv); err != nil {
-			return out, EndError, fmt.Errorf("kernel: frame record at %#x: %w", fpv, err)
-		}
-		nfp, npc := binary.LittleEndian.Uint64(rec[:]), binary.LittleEndian.Uint64(rec[8:])
-		if w.ABI == ABIMetaRecord && nfp == 0 && npc == 0 {
-			f, done, err := w.meta(low, &cur, fpv)
-			if err != nil || done {
-				end := EndFinal
-				if err != nil {
-					end = EndError
-				}
-				return out, end, err
+		data := make([]byte, s.High-s.Low)
+		// Read chunk by chunk: a trimmed dump holds only the pages the
+		// walk touches. A chunk that cannot be read stays zero and is
+		// remembered, so that a walk that reads it fails with the read
+		// error, as reading the dump directly would.
+		for a := s.Low; a < s.High; {
+			n := min(readChunk-a%readChunk, s.High-a)
+			if err := w.Mem.ReadVirt(data[a-s.Low:a-s.Low+n], a); err != nil {
+				r.holes = append(r.holes, hole{a, a + n, err})
 			}
-			out = append(out, f)
-			fpv = f.FP
-			continue
+			a += n
 		}
-		w.commit(low, &cur, i, fpv, 16)
-		src := SourceFrame
-		if w.ABI == ABIFinalRecord && w.synthetic(fpv, nfp, npc) {
-			src = SourcePtRegs
-		}
-		out = append(out, Frame{PC: w.Layout.Strip(npc), Raw: npc, FP: nfp, Source: src, Stack: w.Stacks[i].Kind})
-		fpv = nfp
+		r.stacks = append(r.stacks, fp.Stack{Kind: s.Kind, Low: s.Low, High: s.High, Data: data})
 	}
+	w.read = r
+	return r, nil
 }
 
-// synthetic reports whether the record {nfp, npc} at fpv is the one EL1
-// entry writes into pt_regs->stackframe: regs->regs[29] and regs->pc of
-// the pt_regs around it hold the same values. It only labels the frame
-// (the kernel follows the record like any other); the pt_regs must lie on
-// the same stack.
-func (w *Walk) synthetic(fpv, nfp, npc uint64) bool {
-	if fpv < w.Regs.StackFrame || w.Regs.Size == 0 {
-		return false
-	}
-	regs := fpv - w.Regs.StackFrame
-	s := w.kindOfStack(fpv)
-	if s == nil || regs < s.Low || regs+w.Regs.Size > s.High || regs+w.Regs.Size < regs {
-		return false
-	}
-	var b [8]byte
-	if w.Mem.ReadVirt(b[:], regs+w.Regs.PC) != nil || binary.LittleEndian.Uint64(b[:]) != npc {
-		return false
-	}
-	return w.Mem.ReadVirt(b[:], regs+w.Regs.X29) == nil && binary.LittleEndian.Uint64(b[:]) == nfp
-}
-
-func (w *Walk) kindOfStack(a uint64) *Stack {
-	for i := range w.Stacks {
-		if a >= w.Stacks[i].Low && a < w.Stacks[i].High {
-			return &w.Stacks[i]
+// unread returns the read error of a hole among the n bytes at a, or nil.
+func (r *stackBytes) unread(a, n uint64) error {
+	for _, h := range r.holes {
+		if a < h.hi && a+n > h.lo && a+n > a {
+			return fmt.Errorf("kernel: %d bytes at %#x: %w", n, a, h.err)
 		}
 	}
 	return nil
 }
 
-// meta handles a {0, 0} record under the 6.13+ ABI.
-func (w *Walk) meta(low []uint64, cur *int, fpv uint64) (Frame, bool, error) {
-	var t [8]byte
-	if err := w.Mem.ReadVirt(t[:], fpv+16); err != nil {
-		return Frame{}, false, fmt.Errorf("kernel: meta record type at %#x: %w", fpv+16, err)
+// fpABI is the fp rule set of a.
+func (a ABI) fpABI() fp.ABI {
+	if a == ABIFinalRecord {
+		return fp.ABIFinalRecord
 	}
-	switch typ := binary.LittleEndian.Uint64(t[:]); typ {
-	case fp.MetaFinal:
-		if w.TaskPtRegs != 0 && fpv == w.TaskPtRegs+w.Regs.StackFrame {
-			return Frame{}, true, nil
-		}
-		return Frame{}, false, errs.Corruptf("final record not at task pt_regs", fpv, "task pt_regs stackframe is at %#x", w.TaskPtRegs+w.Regs.StackFrame)
-	case fp.MetaPtRegs:
-		if fpv < w.Regs.StackFrame {
-			return Frame{}, false, errs.Corrupt("pt_regs outside stacks", fpv)
-		}
-		regs := fpv - w.Regs.StackFrame
-		i, err := w.find(low, regs, w.Regs.Size)
-		if err != nil {
-			return Frame{}, false, err
-		}
-		w.commit(low, cur, i, regs, w.Regs.Size)
-		var b [8]byte
-		if err := w.Mem.ReadVirt(b[:], regs+w.Regs.PC); err != nil {
-			return Frame{}, false, fmt.Errorf("kernel: pt_regs pc at %#x: %w", regs+w.Regs.PC, err)
-		}
-		pc := binary.LittleEndian.Uint64(b[:])
-		if err := w.Mem.ReadVirt(b[:], regs+w.Regs.X29); err != nil {
-			return Frame{}, false, fmt.Errorf("kernel: pt_regs x29 at %#x: %w", regs+w.Regs.X29, err)
-		}
-		x29 := binary.LittleEndian.Uint64(b[:])
-		return Frame{PC: w.Layout.Strip(pc), Raw: pc, FP: x29, Source: SourcePtRegs, Stack: w.Stacks[i].Kind}, false, nil
-	default:
-		return Frame{}, false, errs.Corruptf("bad meta record type", fpv, "type %#x", typ)
-	}
+	return fp.ABIMetaRecord
 }
 
-// find is unwind_find_stack plus the consumed-part check: the size bytes
-// at sp must lie on an accessible stack, above everything consumed there.
-func (w *Walk) find(low []uint64, sp, size uint64) (int, error) {
-	for i, s := range w.Stacks {
-		if sp < s.Low || sp >= s.High {
-			continue
-		}
-		if low[i] == 0 {
-			return i, errs.Corruptf("stack re-entered", sp, "%s stack [%#x, %#x) was left", s.Kind, s.Low, s.High)
-		}
-		if sp < low[i] || sp+size < sp || sp+size > s.High {
-			return i, errs.Corruptf("fp not above consumed part of stack", sp, "%d bytes at %#x, %s stack usable [%#x, %#x)", size, sp, s.Kind, low[i], s.High)
-		}
-		return i, nil
+// Config returns the [fp.Config] of the walk: its stacks with the bytes
+// read from Mem (read once, on the first call or Run, and kept while
+// Stacks do not change), its start, ABI, pt_regs layout, task pt_regs and
+// PAC layout. It is what Run walks.
+func (w *Walk) Config() (*fp.Config, error) {
+	if w.Mem == nil {
+		return nil, errors.New("kernel: walk without memory")
 	}
-	return -1, errs.Corruptf("fp outside stacks", sp, "%d bytes at %#x are on no accessible stack", size, sp)
+	if w.ABI != ABIFinalRecord && w.ABI != ABIMetaRecord {
+		return nil, fmt.Errorf("kernel: walk with unknown %v", w.ABI)
+	}
+	r, err := w.load()
+	if err != nil {
+		return nil, err
+	}
+	src := fp.SourceRegsPC // a CPU's dumped registers are its pt_regs
+	if w.Source == SourceTask {
+		src = fp.SourceTask
+	}
+	return &fp.Config{
+		Stacks: r.stacks, FP: w.FP, PC: w.PC, Source: src, Layout: w.Layout, TaskPtRegs: w.TaskPtRegs,
+		ABI:    w.ABI.fpABI(),
+		PtRegs: fp.PtRegsLayout{Size: w.Regs.Size, X29: w.Regs.X29, PC: w.Regs.PC, StackFrame: w.Regs.StackFrame},
+	}, nil
 }
 
-// commit is unwind_consume_stack: moving to another stack leaves the
-// current one for good, and the low bound moves past the object.
-func (w *Walk) commit(low []uint64, cur *int, i int, sp, size uint64) {
-	if *cur >= 0 && *cur != i {
-		low[*cur] = 0
+// Run walks the chain the way the kernel's unwinder of w.ABI does, with
+// package fp's unwinder over the stacks' bytes ([Walk.Config]), and
+// returns the frames, innermost first, and how it ended. A walk that
+// fails part-way returns the frames it had and an error naming the rule
+// (an [fp.CorruptError]) or the read that failed.
+func (w *Walk) Run() ([]Frame, End, error) {
+	c, err := w.Config()
+	if err != nil {
+		return nil, EndError, err
 	}
-	*cur = i
-	low[i] = sp + size
-}
-
-func (w *Walk) kindOf(a uint64) fp.StackKind {
-	for _, s := range w.Stacks {
-		if a >= s.Low && a < s.High {
-			return s.Kind
+	max := w.Max
+	if max <= 0 {
+		max = 512
+	}
+	r := w.read
+	var u fp.Unwinder
+	u.Init(c)
+	var out []Frame
+	prev := w.FP // the fp the step to the next frame starts from
+	for u.Next() {
+		if len(out) >= max {
+			u.Stop()
+			break
+		}
+		f := u.Frame()
+		if len(out) > 0 {
+			// A step that read a chunk missing from the dump fails
+			// there, with the frames before it.
+			if err := r.stepUnread(c, prev, f.Source); err != nil {
+				return out, EndError, err
+			}
+		}
+		kf := Frame{PC: f.PC, Raw: f.Raw, FP: f.FP, Stack: f.Stack, Source: SourceFrame}
+		switch {
+		case len(out) == 0:
+			kf.Source = w.Source
+			if kf.Source == 0 {
+				kf.Source = SourceRegsPC
+			}
+		case f.Source == fp.SourceRegsPC:
+			kf.Source = SourcePtRegs
+		}
+		out = append(out, kf)
+		if len(out) == 1 && w.LR != 0 {
+			out = append(out, Frame{PC: w.Layout.Strip(w.LR), Raw: w.LR, FP: w.FP, Source: SourceLR, Stack: f.Stack})
+		}
+		prev = f.FP
+	}
+	switch u.End() {
+	case fp.EndFinal:
+		if w.ABI == ABIMetaRecord {
+			// The FINAL meta record was read.
+			if err := r.unread(prev, fp.MetaRecordSize); err != nil {
+				return out, EndError, err
+			}
+		}
+		return out, EndFinal, nil
+	case fp.EndStopped:
+		return out, EndLimit, nil
+	}
+	err = u.Err()
+	var ce *fp.CorruptError
+	if w.ABI == ABIMetaRecord && errors.As(err, &ce) && ce.Addr == prev && !beforeRead[ce.Rule] {
+		// The failing step read a {0, 0} record at prev and its type
+		// word: if those were missing from the dump, the read is the
+		// error, not what the zeros in their place broke.
+		if rerr := r.unread(prev, fp.MetaRecordSize); rerr != nil {
+			err = rerr
 		}
 	}
-	return fp.Unknown
+	return out, EndError, err
+}
+
+// beforeRead are the rules fp checks before it reads the record at fp.
+var beforeRead = map[string]bool{fp.RuleMisalignedFP: true, fp.RuleFPOutsideStacks: true, fp.RuleFPNotIncreasing: true,
+	fp.RuleStackReentered: true}
+
+// stepUnread returns the read error if the step from fp prev to a frame
+// of source src read a chunk missing from the dump: the record at prev,
+// and for an exception boundary of the meta-record ABI the type word and
+// the pt_regs' pc and regs[29].
+func (r *stackBytes) stepUnread(c *fp.Config, prev uint64, src fp.Source) error {
+	if err := r.unread(prev, fp.FrameRecordSize); err != nil {
+		return err
+	}
+	if src != fp.SourceRegsPC || c.ABI != fp.ABIMetaRecord || prev < c.PtRegs.StackFrame {
+		return nil
+	}
+	regs := prev - c.PtRegs.StackFrame
+	for _, a := range []uint64{prev + fp.MetaTypeOff, regs + c.PtRegs.PC, regs + c.PtRegs.X29} {
+		if err := r.unread(a, 8); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -116,7 +116,7 @@ func TestWalkRules(t *testing.T) {
 		n    int
 	}{
 		{"misaligned", ABIFinalRecord, func(m *wordMem, w *Walk) { m.set(irqLo+0x3f00, irqLo+0x3f44) }, "misaligned fp", 2},
-		{"not increasing", ABIFinalRecord, func(m *wordMem, w *Walk) { m.set(irqLo+0x3f40, irqLo+0x3f00) }, "fp not above consumed part of stack", 3},
+		{"not increasing", ABIFinalRecord, func(m *wordMem, w *Walk) { m.set(irqLo+0x3f40, irqLo+0x3f00) }, fp.RuleFPNotIncreasing, 3},
 		{"re-entered", ABIFinalRecord, func(m *wordMem, w *Walk) { m.set(taskLo+0x3000, irqLo+0x3f80) }, "stack re-entered", 4},
 		{"outside", ABIFinalRecord, func(m *wordMem, w *Walk) { m.set(taskLo+0x3000, 0x50000) }, "fp outside stacks", 4},
 		{"final elsewhere", ABIFinalRecord, func(m *wordMem, w *Walk) { w.TaskPtRegs = 0 }, "fp outside stacks", 8},
@@ -152,5 +152,66 @@ func TestWalkNeedsABI(t *testing.T) {
 	w.ABI = 0
 	if fs, end, err := w.Run(); err == nil || end != EndError || len(fs) != 0 {
 		t.Fatalf("%d frames, %v, %v", len(fs), end, err)
+	}
+}
+
+// errUnmapped is what holeMem returns for its hole.
+var errUnmapped = errors.New("unmapped")
+
+// holeMem is wordMem with one unreadable range [lo, hi).
+type holeMem struct {
+	*wordMem
+	lo, hi uint64
+}
+
+func (m *holeMem) ReadVirt(b []byte, va uint64) error {
+	if va < m.hi && va+uint64(len(b)) > m.lo {
+		return fmt.Errorf("va %#x: %w", va, errUnmapped)
+	}
+	return m.wordMem.ReadVirt(b, va)
+}
+
+// A record in a page the dump does not hold fails the walk with the read
+// error and the frames before it, under both ABIs (the stack is read
+// into bytes first; the missing page must not walk as zeros).
+func TestWalkUnreadable(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi uint64
+		n      int
+	}{
+		{irqLo + 0x3000, irqLo + 0x4000, 1}, // the first record
+		{taskLo + 0x3000, taskLo + 0x4000, 3},
+	} {
+		for _, abi := range []ABI{ABIFinalRecord, ABIMetaRecord} {
+			m, w := chain(abi)
+			w.Mem = &holeMem{m, c.lo, c.hi}
+			fs, end, err := w.Run()
+			if end != EndError || !errors.Is(err, errUnmapped) || len(fs) != c.n {
+				t.Errorf("%v hole [%#x, %#x): %x %v %v, want %d frames and the read error", abi, c.lo, c.hi, pcs(fs), end, err, c.n)
+			}
+		}
+	}
+	// A hole the walk never reads changes nothing.
+	m, w := chain(ABIFinalRecord)
+	w.Mem = &holeMem{m, taskLo, taskLo + 0x1000}
+	if fs, end, err := w.Run(); err != nil || end != EndFinal || len(fs) != 7 {
+		t.Errorf("unread hole: %x %v %v", pcs(fs), end, err)
+	}
+}
+
+// Run reads the stacks once and walks the same bytes again; new Stacks
+// are read anew.
+func TestWalkReadsOnce(t *testing.T) {
+	m, w := chain(ABIFinalRecord)
+	fs1, _, _ := w.Run()
+	m.set(irqLo+0x3f08, 0x9999) // after the first Run: not seen
+	fs2, _, _ := w.Run()
+	if fmt.Sprint(pcs(fs1)) != fmt.Sprint(pcs(fs2)) {
+		t.Fatalf("second Run %x, first %x", pcs(fs2), pcs(fs1))
+	}
+	w.Stacks = append([]Stack(nil), w.Stacks...)
+	w.Stacks[1].How = "again"
+	if fs3, _, _ := w.Run(); fs3[1].PC != 0x9999 {
+		t.Fatalf("new Stacks walked the old bytes: %x", pcs(fs3))
 	}
 }
