@@ -46,6 +46,70 @@ func copyStrip(dst, src []uint64, m ptrauth.Masks) {
 	}
 }
 
+// span is a segment's part of a copy: its slots words[lo:hi], stored
+// stripped, newest first, at store[at:at+hi-lo]. Save's check pass writes
+// its fields one by one and copyRuns reads them one by one (a copy of the
+// whole struct right after its fields were stored would stall on store
+// forwarding).
+type span struct {
+	lo, hi, at int
+}
+
+// copyRuns copies the span of each segment of segs in one loop: dst[j] is the
+// stripped src[len(src)-1-j]. It takes four slots a step, from the oldest
+// (the source walks up and the loads are at constant offsets from it:
+// an atomic load has no indexed form, and the stores do); when all four
+// are in one half (bit 55 all set: kernel addresses, or all clear: user
+// addresses) the strip of each is setting, or clearing, that half's field
+// ([ptrauth.Masks.Field]), one operation; a step that mixes halves is
+// stripped out of line (strip4), which keeps the loop's registers free.
+// The newest one to three slots of a run are stripped each by the field
+// of its half, a select. Each slot is read once, atomically. The order of
+// the reads is not observable: Save re-checks the generations after the
+// whole copy. It is out of line so that its loop has the registers to
+// itself.
+//
+//go:noinline
+func copyRuns(store []uint64, segs []Segment, spans []span, m ptrauth.Masks) {
+	m0, m1 := m.Field(false), m.Field(true)
+	for i := range spans {
+		p := &spans[i]
+		src := segs[i].words[p.lo:p.hi]
+		dst := store[p.at:]
+		dst = dst[:len(src)]
+		for len(src) >= 4 {
+			k := len(dst)
+			q, o := (*[4]uint64)(src), (*[4]uint64)(dst[k-4:])
+			a, b, c, e := atomic.LoadUint64(&q[0]), atomic.LoadUint64(&q[1]), atomic.LoadUint64(&q[2]), atomic.LoadUint64(&q[3])
+			if a&b&c&e&(1<<55) != 0 {
+				o[3], o[2], o[1], o[0] = a|m1, b|m1, c|m1, e|m1
+			} else if (a|b|c|e)&(1<<55) == 0 {
+				o[3], o[2], o[1], o[0] = a&^m0, b&^m0, c&^m0, e&^m0
+			} else {
+				strip4(o, e, c, b, a, &m)
+			}
+			src, dst = src[4:], dst[:k-4]
+		}
+		for j := range src {
+			a := atomic.LoadUint64(&src[j])
+			if a&(1<<55) != 0 {
+				a |= m1
+			} else {
+				a &^= m0
+			}
+			dst[len(src)-1-j] = a
+		}
+	}
+}
+
+// strip4 stores the four stripped values of a step of copyRuns that
+// mixes halves.
+//
+//go:noinline
+func strip4(o *[4]uint64, a, b, c, e uint64, m *ptrauth.Masks) {
+	o[0], o[1], o[2], o[3] = m.Strip(a), m.Strip(b), m.Strip(c), m.Strip(e)
+}
+
 // copyStripBytes is copyStrip over caller memory: dst[j] is
 // the stripped slot len(src)/8-1-j; src holds the slots
 // little-endian, len(src) a multiple of 8; nothing writes it, so plain
