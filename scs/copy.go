@@ -55,19 +55,19 @@ type span struct {
 	lo, hi, at int
 }
 
-// copyRuns copies the span of each segment of segs in one loop: dst[j] is the
-// stripped src[len(src)-1-j]. It takes four slots a step, from the oldest
-// (the source walks up and the loads are at constant offsets from it:
-// an atomic load has no indexed form, and the stores do); when all four
-// are in one half (bit 55 all set: kernel addresses, or all clear: user
-// addresses) the strip of each is setting, or clearing, that half's field
-// ([ptrauth.Masks.Field]), one operation; a step that mixes halves is
-// stripped out of line (strip4), which keeps the loop's registers free.
-// The newest one to three slots of a run are stripped each by the field
-// of its half, a select. Each slot is read once, atomically. The order of
-// the reads is not observable: Save re-checks the generations after the
-// whole copy. It is out of line so that its loop has the registers to
-// itself.
+// copyRuns copies the span of each segment of segs in one loop: dst[j]
+// is the stripped src[len(src)-1-j]. It takes eight slots a step, then
+// four, from the oldest (the source walks up and the loads are at
+// constant offsets from it: an atomic load has no indexed form, and the
+// stores do); when all of a step are in one half (bit 55 all set: kernel
+// addresses, or all clear: user addresses) the strip of each is setting,
+// or clearing, that half's field ([ptrauth.Masks.Field]), one operation;
+// a step that mixes halves is stripped out of line (strip8, strip4),
+// which keeps the loop's registers free. The newest one to three slots of
+// a span are stripped each by the field of its half, a select. Each slot
+// is read once, atomically. The order of the reads is not observable:
+// Save re-checks the generations after the whole copy. It is out of line
+// so that its loop has the registers to itself.
 //
 //go:noinline
 func copyRuns(store []uint64, segs []Segment, spans []span, m ptrauth.Masks) {
@@ -77,6 +77,22 @@ func copyRuns(store []uint64, segs []Segment, spans []span, m ptrauth.Masks) {
 		src := segs[i].words[p.lo:p.hi]
 		dst := store[p.at:]
 		dst = dst[:len(src)]
+		for len(src) >= 8 {
+			k := len(dst)
+			q, o := (*[8]uint64)(src), (*[8]uint64)(dst[k-8:])
+			a, b, c, e := atomic.LoadUint64(&q[0]), atomic.LoadUint64(&q[1]), atomic.LoadUint64(&q[2]), atomic.LoadUint64(&q[3])
+			f, g, h, x := atomic.LoadUint64(&q[4]), atomic.LoadUint64(&q[5]), atomic.LoadUint64(&q[6]), atomic.LoadUint64(&q[7])
+			if a&b&c&e&f&g&h&x&(1<<55) != 0 {
+				o[7], o[6], o[5], o[4] = a|m1, b|m1, c|m1, e|m1
+				o[3], o[2], o[1], o[0] = f|m1, g|m1, h|m1, x|m1
+			} else if (a|b|c|e|f|g|h|x)&(1<<55) == 0 {
+				o[7], o[6], o[5], o[4] = a&^m0, b&^m0, c&^m0, e&^m0
+				o[3], o[2], o[1], o[0] = f&^m0, g&^m0, h&^m0, x&^m0
+			} else {
+				strip8(o, &[8]uint64{x, h, g, f, e, c, b, a}, &m)
+			}
+			src, dst = src[8:], dst[:k-8]
+		}
 		for len(src) >= 4 {
 			k := len(dst)
 			q, o := (*[4]uint64)(src), (*[4]uint64)(dst[k-4:])
@@ -99,6 +115,16 @@ func copyRuns(store []uint64, segs []Segment, spans []span, m ptrauth.Masks) {
 			}
 			dst[len(src)-1-j] = a
 		}
+	}
+}
+
+// strip8 stores the eight values v of a step of copyRuns that mixes
+// halves, stripped, in o.
+//
+//go:noinline
+func strip8(o, v *[8]uint64, m *ptrauth.Masks) {
+	for j, p := range v {
+		o[j] = m.Strip(p)
 	}
 }
 
