@@ -7,7 +7,7 @@ import (
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
 
-// copyStrip is the copy loop: dst[j] is the stripped src[len(src)-1-j],
+// copyStrip is saveChecked's copy loop (Save's is copyRuns): dst[j] is the stripped src[len(src)-1-j],
 // newest first; len(dst) >= len(src). Each slot is read once, atomically
 // (READ_ONCE), and stripped with m. It takes four slots per step; when all four
 // are in one half (bit 55 all set: kernel addresses, or all clear: user

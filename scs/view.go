@@ -149,8 +149,8 @@ func NewSnapshotView(data []byte, base, x18 uint64, l ptrauth.Layout) View {
 // after removing exactly skip entries from the innermost end (an
 // interrupted PC counts as an entry). A full store is not an error.
 //
-// It copies from the newest entry (Top-8) down to Base of each segment,
-// innermost context first, inserting each boundary's interrupted PC when
+// It stores the entries of each segment from the newest (Top-8) down to
+// Base, innermost context first, inserting each boundary's interrupted PC when
 // the View has one; it stops after the first segment if StopAtBoundary is
 // set. Each slot is read at most once, atomically; the slot at a Top is
 // never read. Every entry is stripped with v.Layout.
@@ -162,7 +162,10 @@ func NewSnapshotView(data []byte, base, x18 uint64, l ptrauth.Layout) View {
 // taken it returns 0 and ErrChanged: whatever it returns otherwise is the
 // stacks at the View's instant.
 //
-// Save is small enough to inline; its loop calls no function per entry.
+// Save is small enough to inline. It checks every segment before it reads
+// a slot, then copies all of them in one call whose loop calls no
+// function per entry (only a step that mixes kernel and user addresses is
+// stripped out of line).
 func Save(v *View, store []uint64, skip int) (int, error) {
 	if v.Disabled {
 		return 0, ErrNotSupported
