@@ -219,6 +219,11 @@ func (l Layout) PACMask(bit55 bool) uint64 { return l.insn.Field(bit55) }
 // l.Strip(p) for every p.
 func (l Layout) InsnMasks() Masks { return l.insn }
 
+// InsnMasksPtr is [Layout.InsnMasks] through a pointer: it reads the two
+// masks without copying the Layout, for the setup of a loop over a struct
+// that holds one. l.InsnMasksPtr() == l.InsnMasks().
+func (l *Layout) InsnMasksPtr() Masks { return l.insn }
+
 // DataMasks returns the PAC fields of data pointers: with TBI the top byte
 // is a tag even when TBID is set. l.DataMasks().Strip(p) ==
 // l.StripData(p) for every p.

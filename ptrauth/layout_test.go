@@ -245,6 +245,9 @@ func TestMasksStrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	for _, l := range allLayouts() {
 		im, dm := l.InsnMasks(), l.DataMasks()
+		if pm := l.InsnMasksPtr(); pm != im {
+			t.Fatalf("%+v: InsnMasksPtr %+v, InsnMasks %+v", l, pm, im)
+		}
 		if im.Field(false) != l.PACMask(false) || im.Field(true) != l.PACMask(true) {
 			t.Fatalf("%+v: InsnMasks fields %#x/%#x, PACMask %#x/%#x", l, im.Field(false), im.Field(true), l.PACMask(false), l.PACMask(true))
 		}

@@ -149,8 +149,8 @@ func NewSnapshotView(data []byte, base, x18 uint64, l ptrauth.Layout) View {
 // after removing exactly skip entries from the innermost end (an
 // interrupted PC counts as an entry). A full store is not an error.
 //
-// It copies from the newest entry (Top-8) down to Base of each segment,
-// innermost context first, inserting each boundary's interrupted PC when
+// It stores the entries of each segment from the newest (Top-8) down to
+// Base, innermost context first, inserting each boundary's interrupted PC when
 // the View has one; it stops after the first segment if StopAtBoundary is
 // set. Each slot is read at most once, atomically; the slot at a Top is
 // never read. Every entry is stripped with v.Layout.
@@ -162,7 +162,10 @@ func NewSnapshotView(data []byte, base, x18 uint64, l ptrauth.Layout) View {
 // taken it returns 0 and ErrChanged: whatever it returns otherwise is the
 // stacks at the View's instant.
 //
-// Save is small enough to inline; its loop calls no function per entry.
+// Save is small enough to inline. It checks every segment before it reads
+// a slot, then copies all of them in one call whose loop calls no
+// function per entry (only a step that mixes kernel and user addresses is
+// stripped out of line).
 func Save(v *View, store []uint64, skip int) (int, error) {
 	if v.Disabled {
 		return 0, ErrNotSupported
@@ -318,14 +321,97 @@ func (s *Segment) hiddenErr() error {
 	return fmt.Errorf("%w: %s context's x18 is in %s", ErrInterruptedTopHidden, s.Context, s.TopFrom)
 }
 
-// save is Save's body. It makes one pass over the rules of every segment
+// save is Save's body, in three steps. First one pass over the segments
+// the copy may reach checks each segment over a model's memory with the
+// rules of checkSegs (the common, valid case in a few well-predicted
+// branches, the segment's limit derived once), places its entries after
+// skip and before the store's end (a span: which slots, where in store)
+// and stores the boundary's interrupted PC; no slot is read yet. Then one
+// call of copyRuns copies every span, stripped, with the masks and its
+// loop in registers. Last, one re-check of the generations of the
+// segments it read. Anything else (caller memory, a hidden top, a broken
+// rule, a View with a bad N) goes to saveChecked before any slot is read:
+// it starts over and returns the same entries and the precise error.
+func (v *View) save(store []uint64, skip int) (int, error) {
+	nseg := v.N
+	if uint(nseg-1) >= uint(len(v.Segs)) || len(store) == 0 {
+		return v.saveChecked(store, skip)
+	}
+	if v.StopAtBoundary {
+		nseg = 1
+	}
+	skip0 := skip // for saveChecked, which starts over
+	skip = max(skip, 0)
+	var spans [NumContexts]span
+	n, i := 0, 0
+	for ; i < nseg; i++ {
+		s := &v.Segs[i]
+		w := s.words
+		mem := uint64(len(w)) * 8
+		lim := mem
+		if s.Size != 0 {
+			lim = s.Size
+		}
+		// The rules of checkSegs for a segment over model memory,
+		// segNoMemory to segTopBelow, in one test (Data segments and
+		// hidden tops are left to saveChecked).
+		if w == nil || s.Hidden || (s.Base|s.Size|s.Top)%8 != 0 || lim > mem || s.Top < s.Base {
+			return v.saveChecked(store, skip0)
+		}
+		if s.Magic {
+			if lim < 8 || atomic.LoadUint64(&w[lim/8-1]) != EndMagic {
+				return v.saveChecked(store, skip0)
+			}
+			lim -= 8
+		}
+		d := s.Top - s.Base
+		if d > lim {
+			return v.saveChecked(store, skip0)
+		}
+		hi := int(d / 8) // the entries are w[:hi]
+		if skip >= hi {
+			skip -= hi
+		} else {
+			hi -= skip
+			skip = 0
+			lo := max(hi-(len(store)-n), 0)
+			p := &spans[i]
+			p.lo, p.hi, p.at = lo, hi, n
+			n += hi - lo
+			if n == len(store) {
+				break
+			}
+		}
+		if i+1 < nseg && s.HasInterruptedPC {
+			if skip > 0 {
+				skip--
+			} else {
+				store[n] = s.InterruptedPC
+				n++
+				if n == len(store) {
+					break
+				}
+			}
+		}
+	}
+	copyRuns(store, v.Segs[:nseg], spans[:min(i+1, nseg)], v.Layout.InsnMasksPtr())
+	for j := range min(i+1, nseg) {
+		if s := &v.Segs[j]; s.gen != nil && s.gen.Load() != s.genWant {
+			return 0, ErrChanged
+		}
+	}
+	return n, nil
+}
+
+// saveChecked is the general copy, which save falls back to for
+// everything but valid segments over a model's memory. It makes one pass over the rules of every segment
 // the copy may reach (checkSegs, before any slot is read), then copies
 // them, with the PAC masks in registers: a segment of fewer than four
 // slots here, a longer one through copyStrip (or copyStripBytes for
 // caller memory), and ends with one re-check of a running model's
 // generations for all the segments it read. Everything that is not the
 // copy of valid segments is out of line (fail).
-func (v *View) save(store []uint64, skip int) (int, error) {
+func (v *View) saveChecked(store []uint64, skip int) (int, error) {
 	if len(store) == 0 {
 		return 0, nil
 	}
@@ -339,7 +425,7 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 	var cnt [NumContexts]int
 	good, _ := checkSegs(v.Segs[:nseg], cnt[:])
 	skip = max(skip, 0)
-	m := v.Layout.InsnMasks()
+	m := v.Layout.InsnMasksPtr()
 	n, i := 0, 0
 	for ; i < good; i++ {
 		s := &v.Segs[i]

@@ -251,6 +251,46 @@ func TestSkipExact(t *testing.T) {
 	}
 }
 
+// TestSkipBeforeStop: skip stays exact when the copy stops at a later
+// segment (a hidden top, a broken rule) after skipping into or past the
+// earlier ones: Save returns Frames' entries with skip dropped from the
+// front, cut to the store, and Frames' error whenever the store is not
+// filled first, for every skip and store size.
+func TestSkipBeforeStop(t *testing.T) {
+	r := newRig(t, Config{Policy: OnStack, KeepInterruptedPC: true})
+	build(t, r, nestings[1], false)
+	hidden, _ := r.m.View(0)
+	broken := hidden
+	broken.Segs[1].Hidden = false
+	broken.Segs[1].Top = broken.Segs[1].Base + 4 // misaligned
+	for name, v := range map[string]*View{"hidden": &hidden, "broken": &broken} {
+		var all []uint64
+		var stop error
+		for f, err := range Frames(v) {
+			if err != nil {
+				stop = err
+				break
+			}
+			all = append(all, f.PC)
+		}
+		if stop == nil || len(all) < 2 {
+			t.Fatalf("%s: %d frames, %v", name, len(all), stop)
+		}
+		for skip := 0; skip <= len(all)+1; skip++ {
+			for size := 1; size <= len(all)+1; size++ {
+				want := all[min(skip, len(all)):]
+				wantErr := len(want) < size
+				want = want[:min(len(want), size)]
+				buf := make([]uint64, size)
+				n, err := Save(v, buf, skip)
+				if !slices.Equal(buf[:n], want) || (err != nil) != wantErr || (err != nil && err.Error() != stop.Error()) {
+					t.Fatalf("%s skip %d size %d: %x %v, want %x (error %v: %v)", name, skip, size, buf[:n], err, want, wantErr, stop)
+				}
+			}
+		}
+	}
+}
+
 // TestNoReadAtSavedTop: the stale value in the empty slot at each saved
 // top (what the seed's v2 read one slot too far) never appears, while the
 // same slots are read once they hold live entries again.
