@@ -29,15 +29,25 @@ func getfp() unsafe.Pointer
 //go:norace
 //go:nocheckptr
 func CallersFP(skip int, pc []uintptr) (int, error) {
-	fp := getfp()
-	if skip != 0 || len(pc) == 0 {
-		return walkFP(fp, skip, pc)
+	if skip == 0 && len(pc) != 0 {
+		var n, why int
+		if stop := stopPC.Load(); stop == 0 {
+			n, why = countWalk0(getfp(), pc) // inlined: no call of its own
+		} else {
+			n, why = countWalk(getfp(), pc, stop)
+		}
+		if why != rawBad {
+			return n, nil
+		}
+		return n, fpBad(getfp(), pc[:n])
 	}
-	n, why := countWalk(fp, pc, stopPC.Load())
-	if why == rawBad {
-		return n, endErr(why, fp, skipRecords(fp, n-1), pc[n-1])
-	}
-	return n, nil
+	return walkFP(getfp(), skip, pc)
+}
+
+// fpBad returns the error of CallersFP's walk from start that stored pc
+// and stopped at its last record for a broken rule.
+func fpBad(start unsafe.Pointer, pc []uintptr) error {
+	return endErr(rawBad, start, skipRecords(start, len(pc)-1), pc[len(pc)-1])
 }
 
 // maxSkip is the largest skip Callers walks for; a larger one is answered

@@ -172,19 +172,7 @@ func countWalk(start unsafe.Pointer, pc []uintptr, stop uintptr) (int, int) {
 	}
 	fp := start
 	if stop == 0 {
-		for n := range pc {
-			ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
-			next := *(*unsafe.Pointer)(fp)
-			pc[n] = ret
-			if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 {
-				if u == 0 {
-					return n + 1, rawEnd
-				}
-				return n + 1, rawBad
-			}
-			fp = next
-		}
-		return len(pc), rawFull
+		return countWalk0(start, pc)
 	}
 	for n := range pc {
 		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
@@ -195,6 +183,42 @@ func countWalk(start unsafe.Pointer, pc []uintptr, stop uintptr) (int, int) {
 			case ret == stop:
 				return n + 1, rawStop
 			case u == 0:
+				return n + 1, rawEnd
+			}
+			return n + 1, rawBad
+		}
+		fp = next
+	}
+	return len(pc), rawFull
+}
+
+// countWalk0 is countWalk's loop for stop == 0, small enough to be inlined
+// into CallersFP (no call and return of its own; the loop still calls
+// nothing, and limit is computed right before it, clamped with min to stay
+// under the inlining budget).
+//
+// Its checks cost what they cost per frame: at depth 32, on an AMD EPYC
+// (BenchmarkCallersSideBySide, -cpu=1), the unchecked loop's nil test
+// replaced by the rising check costs nothing, the stack bound adds about
+// 3 ns and the alignment test 2-4 ns more. Measured and not faster:
+// the bound and the alignment folded into one compare of the saved frame
+// pointer rotated right by 3, the rising check and the bound folded into
+// one unsigned compare, the loop unrolled by two, the loop tested at the
+// bottom, and the same loop in assembly (two records per turn, one
+// compare-and-branch per check, or one branch per record with the checks
+// combined by SBB).
+//
+//go:norace
+//go:nocheckptr
+func countWalk0(start unsafe.Pointer, pc []uintptr) (int, int) {
+	limit := min(uintptr(start), ^uintptr(0)-maxStack) + maxStack // limitFor(start), clamped
+	fp := start
+	for n := range pc {
+		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
+		next := *(*unsafe.Pointer)(fp)
+		pc[n] = ret
+		if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 {
+			if u == 0 {
 				return n + 1, rawEnd
 			}
 			return n + 1, rawBad

@@ -164,20 +164,41 @@ func fuzzStack(words int, links []byte) *fakeStack {
 }
 
 // The walk loops agree with each other on any chain: countWalk (CallersFP)
-// and walkProbe (Callers, where supported) store what rawWalk stores and
-// stop for the same reason, for every buffer length.
+// and walkProbe (Callers, where supported) store what rawWalk stores and stop for the same reason, for
+// every buffer length, without and with a known boundary return address.
 func FuzzWalkLoops(f *testing.F) {
-	f.Add([]byte{0, 4, 10, 0xff}, uint8(3))
-	f.Add([]byte{3, 3, 3}, uint8(40))
-	f.Fuzz(func(t *testing.T, links []byte, size uint8) {
+	f.Add([]byte{0, 4, 10, 0xff}, uint8(3), uint8(0))
+	f.Add([]byte{3, 3, 3}, uint8(40), uint8(0))
+	f.Add([]byte{2, 4, 6, 8, 10, 12, 0xff}, uint8(47), uint8(4))
+	f.Add([]byte{2, 4, 6, 9, 10, 12, 0xff}, uint8(47), uint8(0))
+	f.Add([]byte{2, 4, 6, 8, 10, 12, 0xff}, uint8(4), uint8(0))
+	f.Fuzz(func(t *testing.T, links []byte, size, stopAt uint8) {
 		const words = 64
 		fk := fuzzStack(words, links)
-		want, got := make([]uintptr, int(size)%48), make([]uintptr, int(size)%48)
-		n, why, _ := rawWalk(fk.fp(0), fk.fp(0), want, 0)
-		cn, cwhy := countWalk(fk.fp(0), got, 0)
-		if cn != n || cwhy != why || !slices.Equal(got[:cn], want[:n]) {
-			t.Fatalf("countWalk %d %d %#x, rawWalk %d %d %#x", cn, cwhy, got[:cn], n, why, want[:n])
+		var stop uintptr // 0, or one of the records' return pcs
+		if stopAt != 0 {
+			stop = 0x1000 + 2*uintptr(stopAt%(words/2))
 		}
+		want, got := make([]uintptr, int(size)%48), make([]uintptr, int(size)%48+1)
+		n, why, _ := rawWalk(fk.fp(0), fk.fp(0), want, stop)
+		for _, w := range []struct {
+			name string
+			fn   func(unsafe.Pointer, []uintptr, uintptr) (int, int)
+		}{{"countWalk", countWalk}} {
+			clear(got)
+			got[len(got)-1] = 0xdead
+			cn, cwhy := w.fn(fk.fp(0), got[:len(want)], stop)
+			if got[len(got)-1] != 0xdead {
+				t.Fatalf("%s wrote beyond len(pc)", w.name)
+			}
+			if cn != n || cwhy != why || !slices.Equal(got[:cn], want[:n]) {
+				t.Fatalf("%s %d %d %#x, rawWalk %d %d %#x", w.name, cn, cwhy, got[:cn], n, why, want[:n])
+			}
+		}
+		if stop != 0 {
+			return
+		}
+		got = got[:len(want)]
 		if pn, pwhy, ok := probeWalkOf(fk.fp(0), got); ok && (pn != n || pwhy != why || !slices.Equal(got[:pn], want[:n])) {
 			t.Fatalf("walkProbe %d %d %#x, rawWalk %d %d %#x", pn, pwhy, got[:pn], n, why, want[:n])
 		}
@@ -259,4 +280,19 @@ func checkFP() error {
 		return fmt.Errorf("last frame %v", rf[len(rf)-1])
 	}
 	return nil
+}
+
+// countWalk (CallersFP's walk) stops at a saved frame pointer maxStack or
+// more above the first record, as rawWalk does, without following it.
+func TestCountWalkLimit(t *testing.T) {
+	for _, stop := range []uintptr{0, 0x5000} {
+		f := newFake(16)
+		f.chain(0, 4)
+		f.buf[4] = f.addr(0) + maxStack
+		pc := make([]uintptr, 8)
+		n, why := countWalk(f.fp(0), pc, stop)
+		if n != 2 || why != rawBad || !slices.Equal(pc[:n], []uintptr{0x1000, 0x1001}) {
+			t.Errorf("stop %#x: countWalk %d %d %#x, want 2 frames, rawBad", stop, n, why, pc[:n])
+		}
+	}
 }
