@@ -8,9 +8,9 @@ import (
 )
 
 type wantFrame struct {
-	pc    uint64
-	src   Origin
-	stack StackKind
+	pc     uint64
+	origin Origin
+	stack  StackKind
 }
 
 func checkFrames(t *testing.T, frames []Frame, want []wantFrame) {
@@ -20,8 +20,8 @@ func checkFrames(t *testing.T, frames []Frame, want []wantFrame) {
 	}
 	for i, w := range want {
 		f := frames[i]
-		if f.PC != w.pc || f.Origin != w.src || f.Stack != w.stack {
-			t.Errorf("frame %d: pc %#x %v %v, want %#x %v %v", i, f.PC, f.Origin, f.Stack, w.pc, w.src, w.stack)
+		if f.PC != w.pc || f.Origin != w.origin || f.Stack != w.stack {
+			t.Errorf("frame %d: pc %#x %v %v, want %#x %v %v", i, f.PC, f.Origin, f.Stack, w.pc, w.origin, w.stack)
 		}
 	}
 }

@@ -139,7 +139,7 @@ func TestReliableFrames(t *testing.T) {
 func TestConfigStart(t *testing.T) {
 	m, s, want := taskChain(t, 2)
 	for _, tc := range []struct {
-		src   Origin
+		start Origin
 		ok    bool
 		first Origin
 	}{
@@ -152,18 +152,18 @@ func TestConfigStart(t *testing.T) {
 		{255, false, 0},
 	} {
 		c := m.config(s, pc(0))
-		c.Start = tc.src
+		c.Start = tc.start
 		frames, end, err := walkAll(t, c)
 		store := make([]uint64, 8)
 		n, serr := Save(c, store, 0)
 		if !tc.ok {
 			if end != EndError || err == nil || len(frames) != 0 || n != 0 || serr == nil {
-				t.Errorf("origin %v: Walk %d frames %v %v, Save %d %v; want errors", tc.src, len(frames), end, err, n, serr)
+				t.Errorf("start %v: Walk %d frames %v %v, Save %d %v; want errors", tc.start, len(frames), end, err, n, serr)
 			}
 			continue
 		}
 		if err != nil || end != EndFinal || !slices.Equal(pcs(frames), want) || frames[0].Origin != tc.first || serr != nil || n != len(want) {
-			t.Errorf("origin %v: Walk %x %v %v (first %v), Save %d %v", tc.src, pcs(frames), end, err, frames[0].Origin, n, serr)
+			t.Errorf("start %v: Walk %x %v %v (first %v), Save %d %v", tc.start, pcs(frames), end, err, frames[0].Origin, n, serr)
 		}
 	}
 }

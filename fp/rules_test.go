@@ -45,11 +45,11 @@ func TestTaskChain(t *testing.T) {
 			t.Fatalf("depth %d: pcs %x, want %x", depth, got, want)
 		}
 		for i, f := range frames {
-			wantSrc := OriginFrame
+			wantOrigin := OriginFrame
 			if i == 0 {
-				wantSrc = OriginCaller
+				wantOrigin = OriginCaller
 			}
-			if f.Origin != wantSrc || f.Stack != Task || f.Raw != f.PC || f.Flags != 0 {
+			if f.Origin != wantOrigin || f.Stack != Task || f.Raw != f.PC || f.Flags != 0 {
 				t.Fatalf("depth %d frame %d: %+v", depth, i, f)
 			}
 		}
@@ -59,7 +59,7 @@ func TestTaskChain(t *testing.T) {
 	}
 }
 
-func TestBlockedTaskSource(t *testing.T) {
+func TestBlockedTaskStart(t *testing.T) {
 	m, s, want := taskChain(t, 3)
 	c := m.config(s, pc(0))
 	c.Start = OriginTask

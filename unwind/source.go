@@ -264,11 +264,11 @@ func skipThen[F any](seq iter.Seq2[F, error], skip int, yield func(Frame, error)
 
 // scsFrame is the Frame of a shadow call stack frame.
 func (src *Source) scsFrame(f scs.Frame) Frame {
-	fs := OriginSCS
+	o := OriginSCS
 	if f.Origin == scs.OriginInterruptedPC {
-		fs = OriginInterruptedPC
+		o = OriginInterruptedPC
 	}
-	return Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Origin: fs, Context: f.Context}
+	return Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Origin: o, Context: f.Context}
 }
 
 // fpFrame is the Frame of a frame-pointer walk's frame.
