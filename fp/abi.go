@@ -24,7 +24,7 @@ const (
 	// chain with [Config.ZeroFPEnds]), exactly as those kernels do. An
 	// exception boundary is crossed by following the synthetic record
 	// {x29, elr} that EL1 entry writes into pt_regs->stackframe like any
-	// other record; the walk reports its lr with [SourceRegsPC] when the
+	// other record; the walk reports its lr with [OriginRegsPC] when the
 	// pt_regs around it (on the same stack) hold that x29 and pc.
 	ABIFinalRecord
 )
@@ -129,7 +129,7 @@ func (u *Unwinder) nextFinalABI() status {
 	if fp := u.cur.low - FrameRecordSize; u.synthetic(&u.cur, fp, u.fp, u.pc) {
 		// The exception boundary: the lr is the interrupted pc
 		// (regs->pc), the fp its regs[29].
-		u.source = SourceRegsPC
+		u.origin = OriginRegsPC
 		u.regs = fp - u.ptRegs().StackFrame
 	}
 	return stepOK

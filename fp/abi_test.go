@@ -61,7 +61,7 @@ func newOldWorld() *oldWorld {
 			{Kind: Task, Low: owTask, High: owTask + owSize, Name: "task", Data: w.task},
 			{Kind: IRQ, Low: owIRQ, High: owIRQ + owSize, Name: "irq", Data: w.irq},
 		},
-		FP: owIRQ + 0x3f00, PC: pc(0), Source: SourceRegsPC,
+		FP: owIRQ + 0x3f00, PC: pc(0), Start: OriginRegsPC,
 		TaskPtRegs: final, ABI: ABIFinalRecord, PtRegs: ptRegs61,
 	}
 	return w
@@ -79,7 +79,7 @@ func saveAgrees(t *testing.T, c *Config, frames []Frame, end End, err error) {
 
 // Under ABIFinalRecord the walk ends at the task's pt_regs stackframe
 // before reading it, and crosses the exception boundary by following the
-// synthetic record, reporting the interrupted pc as SourceRegsPC.
+// synthetic record, reporting the interrupted pc as OriginRegsPC.
 func TestFinalRecordABI(t *testing.T) {
 	w := newOldWorld()
 	// The record at the end holds garbage that would be corruption if it
@@ -92,8 +92,8 @@ func TestFinalRecordABI(t *testing.T) {
 		t.Fatalf("%x %v %v, want %x final", pcs(frames), end, err, want)
 	}
 	for i, f := range frames {
-		if i > 0 && (f.Source == SourceRegsPC) != (i == 4) {
-			t.Errorf("frame %d %#x source %v", i, f.PC, f.Source)
+		if i > 0 && (f.Origin == OriginRegsPC) != (i == 4) {
+			t.Errorf("frame %d %#x origin %v", i, f.PC, f.Origin)
 		}
 	}
 	if frames[4].FP != owTask+0x3800 || frames[4].Stack != Task || frames[2].Stack != IRQ {
@@ -114,7 +114,7 @@ func TestFinalRecordABI(t *testing.T) {
 	// differs) is an ordinary frame.
 	w.set(w.exc+256, pc(21))
 	frames, _, _ = walkFrames(&w.cfg)
-	if frames[4].Source != SourceFrame || frames[4].PC != pc(20) {
+	if frames[4].Origin != OriginFrame || frames[4].PC != pc(20) {
 		t.Fatalf("frame 4 %+v, want an ordinary frame", frames[4])
 	}
 }
@@ -124,7 +124,7 @@ func TestFinalRecordABI(t *testing.T) {
 func TestFinalRecordABIReliable(t *testing.T) {
 	w := newOldWorld()
 	w.cfg.Reliable = true
-	w.cfg.Source = SourceTask
+	w.cfg.Start = OriginTask
 	frames, end, err := walkFrames(&w.cfg)
 	if !errors.Is(err, ErrUnreliable) || end != EndError || len(frames) != 4 {
 		t.Fatalf("%x %v %v, want 4 frames and ErrUnreliable", pcs(frames), end, err)
@@ -215,7 +215,7 @@ func TestPtRegsLayout(t *testing.T) {
 	w.set(c.TaskPtRegs+320, MetaFinal)
 	frames, end, err := walkFrames(&c)
 	want := []uint64{pc(0), pc(1), pc(2), pc(3), pc(20), pc(4)}
-	if err != nil || end != EndFinal || !slices.Equal(pcs(frames), want) || frames[4].Source != SourceRegsPC {
+	if err != nil || end != EndFinal || !slices.Equal(pcs(frames), want) || frames[4].Origin != OriginRegsPC {
 		t.Fatalf("%x %v %v", pcs(frames), end, err)
 	}
 	saveAgrees(t, &c, frames, end, err)

@@ -8,9 +8,9 @@ import (
 )
 
 type wantFrame struct {
-	pc    uint64
-	src   Source
-	stack StackKind
+	pc     uint64
+	origin Origin
+	stack  StackKind
 }
 
 func checkFrames(t *testing.T, frames []Frame, want []wantFrame) {
@@ -20,8 +20,8 @@ func checkFrames(t *testing.T, frames []Frame, want []wantFrame) {
 	}
 	for i, w := range want {
 		f := frames[i]
-		if f.PC != w.pc || f.Source != w.src || f.Stack != w.stack {
-			t.Errorf("frame %d: pc %#x %v %v, want %#x %v %v", i, f.PC, f.Source, f.Stack, w.pc, w.src, w.stack)
+		if f.PC != w.pc || f.Origin != w.origin || f.Stack != w.stack {
+			t.Errorf("frame %d: pc %#x %v %v, want %#x %v %v", i, f.PC, f.Origin, f.Stack, w.pc, w.origin, w.stack)
 		}
 	}
 }
@@ -45,13 +45,13 @@ func irqOnTask(t testing.TB) (m *machine, task, irq *tstack) {
 }
 
 var irqOnTaskFrames = []wantFrame{
-	{pc(53), SourceFrame, IRQ},
-	{pc(52), SourceFrame, IRQ},
-	{pc(51), SourceFrame, Task},
-	{pc(50), SourceRegsPC, Task},
-	{pc(3), SourceFrame, Task},
-	{pc(2), SourceFrame, Task},
-	{pc(1), SourceFrame, Task},
+	{pc(53), OriginFrame, IRQ},
+	{pc(52), OriginFrame, IRQ},
+	{pc(51), OriginFrame, Task},
+	{pc(50), OriginRegsPC, Task},
+	{pc(3), OriginFrame, Task},
+	{pc(2), OriginFrame, Task},
+	{pc(1), OriginFrame, Task},
 }
 
 func TestIRQOnTask(t *testing.T) {
@@ -60,7 +60,7 @@ func TestIRQOnTask(t *testing.T) {
 	if err != nil || end != EndFinal {
 		t.Fatalf("end %v err %v", end, err)
 	}
-	checkFrames(t, frames, append([]wantFrame{{pc(0), SourceCaller, IRQ}}, irqOnTaskFrames...))
+	checkFrames(t, frames, append([]wantFrame{{pc(0), OriginCaller, IRQ}}, irqOnTaskFrames...))
 }
 
 // SDEI on IRQ on task: while the IRQ handler pc(53) runs, an SDEI event
@@ -82,10 +82,10 @@ func TestSDEIOnIRQOnTask(t *testing.T) {
 		t.Fatalf("normal: end %v err %v", end, err)
 	}
 	want := []wantFrame{
-		{pc(0), SourceCaller, SDEINormal},
-		{pc(62), SourceFrame, SDEINormal},
-		{pc(61), SourceFrame, SDEINormal},
-		{pc(60), SourceRegsPC, SDEINormal},
+		{pc(0), OriginCaller, SDEINormal},
+		{pc(62), OriginFrame, SDEINormal},
+		{pc(61), OriginFrame, SDEINormal},
+		{pc(60), OriginRegsPC, SDEINormal},
 	}
 	checkFrames(t, frames, append(want, irqOnTaskFrames...))
 
@@ -94,12 +94,12 @@ func TestSDEIOnIRQOnTask(t *testing.T) {
 		t.Fatalf("critical: end %v err %v", end, err)
 	}
 	want2 := []wantFrame{
-		{pc(0), SourceCaller, SDEICritical},
-		{pc(64), SourceFrame, SDEICritical},
-		{pc(63), SourceRegsPC, SDEICritical},
-		{pc(62), SourceFrame, SDEINormal},
-		{pc(61), SourceFrame, SDEINormal},
-		{pc(60), SourceRegsPC, SDEINormal},
+		{pc(0), OriginCaller, SDEICritical},
+		{pc(64), OriginFrame, SDEICritical},
+		{pc(63), OriginRegsPC, SDEICritical},
+		{pc(62), OriginFrame, SDEINormal},
+		{pc(61), OriginFrame, SDEINormal},
+		{pc(60), OriginRegsPC, SDEINormal},
 	}
 	checkFrames(t, frames, append(want2, irqOnTaskFrames...))
 
@@ -128,11 +128,11 @@ func TestOverflowStack(t *testing.T) {
 		t.Fatalf("end %v err %v", end, err)
 	}
 	checkFrames(t, frames, []wantFrame{
-		{pc(0), SourceCaller, Overflow},
-		{pc(71), SourceFrame, Overflow},
-		{pc(70), SourceRegsPC, Overflow},
-		{pc(2), SourceFrame, Task},
-		{pc(1), SourceFrame, Task},
+		{pc(0), OriginCaller, Overflow},
+		{pc(71), OriginFrame, Overflow},
+		{pc(70), OriginRegsPC, Overflow},
+		{pc(2), OriginFrame, Task},
+		{pc(1), OriginFrame, Task},
 	})
 }
 
@@ -143,12 +143,12 @@ func TestStartFromRegs(t *testing.T) {
 	task.call(pc(1))
 	task.call(pc(2))
 	c := m.config(task, pc(50))
-	c.Source = SourceRegsPC
+	c.Start = OriginRegsPC
 	frames, end, err := walkAll(t, c)
 	if err != nil || end != EndFinal {
 		t.Fatalf("end %v err %v", end, err)
 	}
-	checkFrames(t, frames, []wantFrame{{pc(50), SourceRegsPC, Task}, {pc(2), SourceFrame, Task}, {pc(1), SourceFrame, Task}})
+	checkFrames(t, frames, []wantFrame{{pc(50), OriginRegsPC, Task}, {pc(2), OriginFrame, Task}, {pc(1), OriginFrame, Task}})
 	c.Reliable = true
 	frames, end, err = walkAll(t, c)
 	if end != EndError || len(frames) != 0 || !errors.Is(err, ErrUnreliable) {

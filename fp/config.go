@@ -29,15 +29,15 @@ type Config struct {
 	// thread_saved_fp and thread_saved_pc, from a pt_regs its regs[29]
 	// and pc.
 	FP, PC uint64
-	// Source is the first frame's source, which says what FP and PC are.
-	// The valid start sources are: the zero value [SourceUnknown], which
-	// means [SourceCaller]; [SourceCaller] (the current task, FP and PC
-	// of the unwinder's caller); [SourceTask] (a blocked task,
-	// thread_saved_fp and thread_saved_pc); and [SourceRegsPC] (a
-	// pt_regs' regs[29] and pc, kunwind_init_from_regs). [SourceFrame] is
+	// Start is the [Origin] of the first frame, which says what FP and
+	// PC are. The valid values are: the zero value [OriginUnknown], which
+	// means [OriginCaller]; [OriginCaller] (the current task, FP and PC
+	// of the unwinder's caller); [OriginTask] (a blocked task,
+	// thread_saved_fp and thread_saved_pc); and [OriginRegsPC] (a
+	// pt_regs' regs[29] and pc, kunwind_init_from_regs). [OriginFrame] is
 	// the provenance of a frame record's lr, not a start: it and any
 	// other value make the walk fail before its first frame.
-	Source Source
+	Start Origin
 	// Layout says which bits of a return address are PAC (the zero Layout
 	// has none).
 	Layout ptrauth.Layout

@@ -16,7 +16,7 @@
 // but only where the task's pt_regs keep their stackframe (TaskPtRegs +
 // PtRegsStackFrameOff); MetaPtRegs marks an exception boundary: the record
 // is embedded in a struct pt_regs (PtRegsSize bytes), whose pc is reported
-// (SourceRegsPC) and whose regs[29] is where the walk continues. Any other
+// (OriginRegsPC) and whose regs[29] is where the walk continues. Any other
 // type is corruption.
 //
 // That is the ABI since Linux 6.13 and the default ([ABIMetaRecord]).
@@ -25,7 +25,7 @@
 // checked before that record is read, a {0, 0} record is an ordinary one,
 // and an exception boundary is crossed by following the synthetic record
 // {x29, elr} that EL1 entry writes into pt_regs->stackframe; its lr is
-// reported as SourceRegsPC. The pt_regs layout (Config.PtRegs) defaults
+// reported as OriginRegsPC. The pt_regs layout (Config.PtRegs) defaults
 // to this package's constants; real kernels give theirs from BTF (6.1
 // and 6.12 keep stackframe at 304). These are the rules package
 // unwind/kernel applies to real vmcores.
@@ -80,7 +80,7 @@
 //
 // # Consuming a walk
 //
-// Walk and Frames give every Frame with its source and stack; Save is the
+// Walk and Frames give every Frame with its origin and stack; Save is the
 // copy path (stack_trace_save) with exact skip and no per-frame callback;
 // Unwinder is the step-by-step state for drivers that want both.
 // Config.Reliable gives arch_stack_walk_reliable's behaviour: the walk

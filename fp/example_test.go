@@ -64,7 +64,7 @@ func ExampleWalk() {
 		TaskPtRegs: fp.TaskPtRegsAddr(task.High),
 	}
 	end, err := fp.Walk(cfg, func(f fp.Frame) bool {
-		fmt.Printf("%#x %v %v\n", f.PC, f.Source, f.Stack)
+		fmt.Printf("%#x %v %v\n", f.PC, f.Origin, f.Stack)
 		return true
 	})
 	fmt.Println(end, err)

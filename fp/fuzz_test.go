@@ -84,7 +84,7 @@ func fuzzWorld(t *testing.T, data []byte, startFP, startPC uint64, flags uint16,
 		c.FP = startFP
 	}
 	c.PC = startPC
-	c.Source = [...]Source{SourceUnknown, SourceCaller, SourceTask, SourceRegsPC}[(flags>>1)%4] // the start sources (TestConfigSource has the others)
+	c.Start = [...]Origin{OriginUnknown, OriginCaller, OriginTask, OriginRegsPC}[(flags>>1)%4] // the start origins (TestConfigStart has the others)
 	if flags&(1<<3) != 0 {
 		c.TaskPtRegs = fuzzBase + uint64(byteAt(20))*8*4%fuzzSize
 	}

@@ -134,36 +134,36 @@ func TestReliableFrames(t *testing.T) {
 	}
 }
 
-// Config.Source accepts only the start sources; anything else is an error,
+// Config.Start accepts only the start origins; anything else is an error,
 // for every way of running the walk.
-func TestConfigSource(t *testing.T) {
+func TestConfigStart(t *testing.T) {
 	m, s, want := taskChain(t, 2)
 	for _, tc := range []struct {
-		src   Source
+		start Origin
 		ok    bool
-		first Source
+		first Origin
 	}{
-		{SourceUnknown, true, SourceCaller},
-		{SourceCaller, true, SourceCaller},
-		{SourceTask, true, SourceTask},
-		{SourceRegsPC, true, SourceRegsPC},
-		{SourceFrame, false, 0},
-		{SourceRegsPC + 1, false, 0},
+		{OriginUnknown, true, OriginCaller},
+		{OriginCaller, true, OriginCaller},
+		{OriginTask, true, OriginTask},
+		{OriginRegsPC, true, OriginRegsPC},
+		{OriginFrame, false, 0},
+		{OriginRegsPC + 1, false, 0},
 		{255, false, 0},
 	} {
 		c := m.config(s, pc(0))
-		c.Source = tc.src
+		c.Start = tc.start
 		frames, end, err := walkAll(t, c)
 		store := make([]uint64, 8)
 		n, serr := Save(c, store, 0)
 		if !tc.ok {
 			if end != EndError || err == nil || len(frames) != 0 || n != 0 || serr == nil {
-				t.Errorf("source %v: Walk %d frames %v %v, Save %d %v; want errors", tc.src, len(frames), end, err, n, serr)
+				t.Errorf("start %v: Walk %d frames %v %v, Save %d %v; want errors", tc.start, len(frames), end, err, n, serr)
 			}
 			continue
 		}
-		if err != nil || end != EndFinal || !slices.Equal(pcs(frames), want) || frames[0].Source != tc.first || serr != nil || n != len(want) {
-			t.Errorf("source %v: Walk %x %v %v (first %v), Save %d %v", tc.src, pcs(frames), end, err, frames[0].Source, n, serr)
+		if err != nil || end != EndFinal || !slices.Equal(pcs(frames), want) || frames[0].Origin != tc.first || serr != nil || n != len(want) {
+			t.Errorf("start %v: Walk %x %v %v (first %v), Save %d %v", tc.start, pcs(frames), end, err, frames[0].Origin, n, serr)
 		}
 	}
 }

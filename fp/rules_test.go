@@ -45,11 +45,11 @@ func TestTaskChain(t *testing.T) {
 			t.Fatalf("depth %d: pcs %x, want %x", depth, got, want)
 		}
 		for i, f := range frames {
-			wantSrc := SourceFrame
+			wantOrigin := OriginFrame
 			if i == 0 {
-				wantSrc = SourceCaller
+				wantOrigin = OriginCaller
 			}
-			if f.Source != wantSrc || f.Stack != Task || f.Raw != f.PC || f.Flags != 0 {
+			if f.Origin != wantOrigin || f.Stack != Task || f.Raw != f.PC || f.Flags != 0 {
 				t.Fatalf("depth %d frame %d: %+v", depth, i, f)
 			}
 		}
@@ -59,16 +59,16 @@ func TestTaskChain(t *testing.T) {
 	}
 }
 
-func TestBlockedTaskSource(t *testing.T) {
+func TestBlockedTaskStart(t *testing.T) {
 	m, s, want := taskChain(t, 3)
 	c := m.config(s, pc(0))
-	c.Source = SourceTask
+	c.Start = OriginTask
 	frames, end, err := walkAll(t, c)
 	if err != nil || end != EndFinal || !slices.Equal(pcs(frames), want) {
 		t.Fatalf("end %v err %v pcs %x", end, err, pcs(frames))
 	}
-	if frames[0].Source != SourceTask || frames[1].Source != SourceFrame {
-		t.Fatalf("sources %v %v", frames[0].Source, frames[1].Source)
+	if frames[0].Origin != OriginTask || frames[1].Origin != OriginFrame {
+		t.Fatalf("origins %v %v", frames[0].Origin, frames[1].Origin)
 	}
 }
 
@@ -378,7 +378,7 @@ func TestStrings(t *testing.T) {
 	for _, tt := range []struct{ got, want string }{
 		{Task.String(), "task"}, {SDEICritical.String(), "sdei-critical"}, {Extra.String(), "extra"},
 		{StackKind(99).String(), "StackKind(99)"},
-		{SourceRegsPC.String(), "regs-pc"}, {SourceCaller.String(), "caller"}, {Source(9).String(), "Source(9)"},
+		{OriginRegsPC.String(), "regs-pc"}, {OriginCaller.String(), "caller"}, {Origin(9).String(), "Origin(9)"},
 		{EndFinal.String(), "final"}, {EndStopped.String(), "stopped"}, {End(9).String(), "End(9)"},
 	} {
 		if tt.got != tt.want {

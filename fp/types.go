@@ -148,35 +148,35 @@ type Stack struct {
 	Data []byte
 }
 
-// Source says where a frame's PC came from (enum kunwind_source).
-type Source uint8
+// Origin says where a frame's PC came from (enum kunwind_source).
+type Origin uint8
 
-// Frame sources.
+// Frame origins.
 const (
-	// SourceUnknown is not a valid source; a Config with it starts as
-	// SourceCaller.
-	SourceUnknown Source = iota
-	// SourceFrame: the lr of a frame record.
-	SourceFrame
-	// SourceCaller: the start PC of an unwind of the current task (its
+	// OriginUnknown is not a valid origin; a Config with it starts as
+	// OriginCaller.
+	OriginUnknown Origin = iota
+	// OriginFrame: the lr of a frame record.
+	OriginFrame
+	// OriginCaller: the start PC of an unwind of the current task (its
 	// caller's return address, __builtin_return_address(0)).
-	SourceCaller
-	// SourceTask: the saved PC of a blocked task (thread_saved_pc).
-	SourceTask
-	// SourceRegsPC: the pc of a pt_regs at an exception boundary (under
+	OriginCaller
+	// OriginTask: the saved PC of a blocked task (thread_saved_pc).
+	OriginTask
+	// OriginRegsPC: the pc of a pt_regs at an exception boundary (under
 	// [ABIFinalRecord], the lr of the synthetic record {x29, elr} that EL1
 	// entry writes into those pt_regs).
-	SourceRegsPC
+	OriginRegsPC
 )
 
-var sourceNames = [...]string{"unknown", "frame", "caller", "task", "regs-pc"}
+var originNames = [...]string{"unknown", "frame", "caller", "task", "regs-pc"}
 
-// String returns the source's lowercase name, e.g. "regs-pc".
-func (s Source) String() string {
-	if int(s) < len(sourceNames) {
-		return sourceNames[s]
+// String returns the origin's lowercase name, e.g. "regs-pc".
+func (s Origin) String() string {
+	if int(s) < len(originNames) {
+		return originNames[s]
 	}
-	return fmt.Sprintf("Source(%d)", uint8(s))
+	return fmt.Sprintf("Origin(%d)", uint8(s))
 }
 
 // Flags records how a frame's PC was recovered (union unwind_flags).
@@ -196,7 +196,7 @@ type Frame struct {
 	PC     uint64    // return address after PAC strip and trampoline recovery
 	Raw    uint64    // the value as read (record lr, regs pc or start PC), before strip and recovery
 	FP     uint64    // the frame pointer after this step: where the next record is expected
-	Source Source    // where PC came from
+	Origin Origin    // where PC came from
 	Stack  StackKind // stack holding the object PC was read from (for the first frame: the stack holding the start FP)
 	Flags  Flags     // trampoline recoveries applied to PC
 }

@@ -67,7 +67,7 @@ type Unwinder struct {
 	// common unwind state
 	fp, pc uint64
 	raw    uint64
-	source Source
+	origin Origin
 	flags  Flags
 	kind   StackKind // stack the current pc was read from
 	regs   uint64    // the pt_regs last crossed (state->regs), for messages
@@ -97,7 +97,7 @@ type Unwinder struct {
 
 // Init prepares u for a walk of c, which must not change until the walk
 // ends. A bad Config (nil, a stack without the right Data, overlapping or
-// misaligned stacks, an invalid Source) is reported by the first Next
+// misaligned stacks, an invalid Start) is reported by the first Next
 // returning false and Err.
 func (u *Unwinder) Init(c *Config) {
 	if c == nil {
@@ -120,12 +120,12 @@ func (u *Unwinder) init(c *Config) {
 			return
 		}
 	}
-	switch u.source = c.Source; u.source {
-	case SourceUnknown:
-		u.source = SourceCaller
-	case SourceCaller, SourceTask, SourceRegsPC:
+	switch u.origin = c.Start; u.origin {
+	case OriginUnknown:
+		u.origin = OriginCaller
+	case OriginCaller, OriginTask, OriginRegsPC:
 	default:
-		u.setErr(fmt.Errorf("fp: Config.Source %v is not a start source (want caller, task or regs-pc)", c.Source))
+		u.setErr(fmt.Errorf("fp: Config.Start %v is not a start origin (want caller, task or regs-pc)", c.Start))
 		return
 	}
 	if len(c.Stacks) > len(u.buf) {
@@ -303,7 +303,7 @@ func (u *Unwinder) nextFrameRecord() status {
 	if newFP == 0 && newPC == 0 && u.cfg.ABI == ABIMetaRecord {
 		return u.nextFrameRecordMeta()
 	}
-	u.source = SourceFrame
+	u.origin = OriginFrame
 	u.consumeStack(s, fp, FrameRecordSize)
 	u.fp, u.pc = newFP, newPC
 	u.kind = s.kind
@@ -357,7 +357,7 @@ func (u *Unwinder) nextRegsPC() status {
 	u.consumeStack(s, regs, l.Size)
 	u.regs = regs
 	u.fp, u.pc = x29, pc
-	u.source = SourceRegsPC
+	u.origin = OriginRegsPC
 	u.kind = s.kind
 	return stepOK
 }
@@ -402,7 +402,7 @@ func (u *Unwinder) next() status {
 	} else if st := u.nextFrameRecord(); st != stepOK {
 		return st
 	}
-	if u.source == SourceRegsPC && u.cfg.Reliable {
+	if u.origin == OriginRegsPC && u.cfg.Reliable {
 		// arch_stack_walk_reliable: the saved pc is reliable, but whether
 		// the lr was live when the exception was taken is not known, so
 		// the whole trace is unreliable from here.
@@ -419,7 +419,7 @@ func (u *Unwinder) next() status {
 // PC may be a signed lr, and stripping an unsigned address is the identity.
 func (u *Unwinder) first() status {
 	u.started = true
-	if u.cfg.Reliable && u.source == SourceRegsPC {
+	if u.cfg.Reliable && u.origin == OriginRegsPC {
 		return u.fail(unreliable(u.fp, "walk starts from pt_regs"))
 	}
 	u.raw = u.pc
@@ -478,7 +478,7 @@ func (u *Unwinder) Next() bool {
 
 // Frame returns the current frame (valid after Next returned true).
 func (u *Unwinder) Frame() Frame {
-	return Frame{PC: u.pc, Raw: u.raw, FP: u.fp, Source: u.source, Stack: u.kind, Flags: u.flags}
+	return Frame{PC: u.pc, Raw: u.raw, FP: u.fp, Origin: u.origin, Stack: u.kind, Flags: u.flags}
 }
 
 // Stop ends the walk early, as a consumer returning false does: End

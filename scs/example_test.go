@@ -36,7 +36,7 @@ func ExampleModel() {
 	// 0xffff800080001000
 }
 
-// Frames tags each frame with its context and source, for explanations.
+// Frames tags each frame with its context and origin, for explanations.
 func ExampleFrames() {
 	m, _ := scs.New(scs.Config{Policy: scs.ThreadInfo, KeepInterruptedPC: true},
 		scs.NewAllocator(0xffff800010000000))
@@ -50,7 +50,7 @@ func ExampleFrames() {
 			fmt.Println(err)
 			break
 		}
-		fmt.Printf("%#x %-13s %s\n", f.PC, f.Context, f.Source)
+		fmt.Printf("%#x %-13s %s\n", f.PC, f.Context, f.Origin)
 	}
 	// Output:
 	// 0xffff800080003000 sdei-critical scs

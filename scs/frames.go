@@ -7,26 +7,26 @@ import (
 	"github.com/unwindkit/unwindkit/internal/errs"
 )
 
-// Source says where a Frame came from.
-type Source uint8
+// Origin says where a Frame came from.
+type Origin uint8
 
 const (
-	// FromSCS is a return address read from a shadow stack slot.
-	FromSCS Source = iota
-	// FromInterruptedPC is the interrupted PC kept per-CPU at a context
+	// OriginSCS is a return address read from a shadow stack slot.
+	OriginSCS Origin = iota
+	// OriginInterruptedPC is the interrupted PC kept per-CPU at a context
 	// boundary (KeepInterruptedPC).
-	FromInterruptedPC
+	OriginInterruptedPC
 )
 
 // String returns "scs" or "interrupted pc".
-func (s Source) String() string {
+func (s Origin) String() string {
 	switch s {
-	case FromSCS:
+	case OriginSCS:
 		return "scs"
-	case FromInterruptedPC:
+	case OriginInterruptedPC:
 		return "interrupted pc"
 	}
-	return fmt.Sprintf("Source(%d)", uint8(s))
+	return fmt.Sprintf("Origin(%d)", uint8(s))
 }
 
 // Frame is one entry of a trace with its provenance.
@@ -34,16 +34,16 @@ type Frame struct {
 	PC      uint64  // the address, PAC stripped
 	Raw     uint64  // the value as stored
 	Context Context // the context the frame belongs to
-	Source  Source
-	Addr    uint64 // the slot's address (FromSCS), else 0
+	Origin  Origin
+	Addr    uint64 // the slot's address (OriginSCS), else 0
 }
 
 // String formats f for explanations.
 func (f Frame) String() string {
-	if f.Source == FromSCS {
+	if f.Origin == OriginSCS {
 		return fmt.Sprintf("%#x (%s scs slot %#x, raw %#x)", f.PC, f.Context, f.Addr, f.Raw)
 	}
-	return fmt.Sprintf("%#x (%s, %s)", f.PC, f.Context, f.Source)
+	return fmt.Sprintf("%#x (%s, %s)", f.PC, f.Context, f.Origin)
 }
 
 // Frames returns an iterator over the frames of v with their provenance,
@@ -93,7 +93,7 @@ func (v *View) frames(yield func(Frame, error) bool) {
 				yield(Frame{}, ErrChanged)
 				return
 			}
-			if !yield(Frame{PC: m.Strip(raw), Raw: raw, Context: s.Context, Source: FromSCS, Addr: s.Base + uint64(w)*8}, nil) {
+			if !yield(Frame{PC: m.Strip(raw), Raw: raw, Context: s.Context, Origin: OriginSCS, Addr: s.Base + uint64(w)*8}, nil) {
 				return
 			}
 		}
@@ -101,7 +101,7 @@ func (v *View) frames(yield func(Frame, error) bool) {
 			return
 		}
 		if s.HasInterruptedPC {
-			if !yield(Frame{PC: s.InterruptedPC, Raw: s.InterruptedPC, Context: v.Segs[i+1].Context, Source: FromInterruptedPC}, nil) {
+			if !yield(Frame{PC: s.InterruptedPC, Raw: s.InterruptedPC, Context: v.Segs[i+1].Context, Origin: OriginInterruptedPC}, nil) {
 				return
 			}
 		}

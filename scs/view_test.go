@@ -563,8 +563,8 @@ func TestHiddenError(t *testing.T) {
 
 func TestStrings(t *testing.T) {
 	for _, s := range []fmt.Stringer{ThreadInfo, OnStack, PerCPU, Policy(9), CtxTask, CtxIRQ, CtxSDEINormal, CtxSDEICritical, Context(9),
-		InRegister, InThreadInfo, OnInterruptedStack, InSDEIRegs, InPerCPU, InSnapshot, Where(99), FromSCS, FromInterruptedPC, Source(7),
-		Frame{PC: 1, Context: CtxIRQ}, Frame{Source: FromInterruptedPC}, Cost{1, 2, 3}} {
+		InRegister, InThreadInfo, OnInterruptedStack, InSDEIRegs, InPerCPU, InSnapshot, Where(99), OriginSCS, OriginInterruptedPC, Origin(7),
+		Frame{PC: 1, Context: CtxIRQ}, Frame{Origin: OriginInterruptedPC}, Cost{1, 2, 3}} {
 		if s.String() == "" {
 			t.Errorf("%T has empty String", s)
 		}

@@ -12,9 +12,9 @@
 // unwinds what it read itself. [Source.SetSCS] and [Source.SetFP] refill
 // a Source in place without allocating, for hot paths that record a trace
 // on every event. [Save] copies return addresses into a caller's buffer;
-// [Source.Frames] yields each frame with its provenance (which slot or
-// record it came from, which context, whether a trampoline was
-// recovered). [SaveToDepot] is KASAN's kasan_save_stack in one call:
+// [Source.Frames] yields each frame with its provenance: its [Origin]
+// (which slot or record it came from), its context, whether a trampoline
+// was recovered. [SaveToDepot] is KASAN's kasan_save_stack in one call:
 // unwind, store the trace in a [depot.Depot], get its handle.
 //
 // # Packages

@@ -65,5 +65,5 @@ func cell(f unwind.Frame, ok bool) string {
 	if !ok {
 		return "-"
 	}
-	return fmt.Sprintf("%s [%s]", f.Symbol[:strings.IndexByte(f.Symbol, '+')], f.Source)
+	return fmt.Sprintf("%s [%s]", f.Symbol[:strings.IndexByte(f.Symbol, '+')], f.Origin)
 }

@@ -58,7 +58,7 @@ func TestSCSFramesEqualSave(t *testing.T) {
 				if err != nil {
 					t.Fatalf("depth %d skip %d: %v", depth, skip, err)
 				}
-				if f.Source != unwind.SourceSCS {
+				if f.Origin != unwind.OriginSCS {
 					t.Fatalf("depth %d skip %d: frame %+v", depth, skip, f)
 				}
 				got = append(got, f.PC)

@@ -166,50 +166,50 @@ func Save(src *Source, store []uint64, skip int) (int, error) {
 	return fp.Save(&src.fp, store, skip+src.skip)
 }
 
-// FrameSource says where a Frame's PC came from.
-type FrameSource uint8
+// Origin says where a Frame's PC came from.
+type Origin uint8
 
 const (
-	// SourceSCS: a shadow call stack slot.
-	SourceSCS FrameSource = iota
-	// SourceInterruptedPC: the interrupted pc kept per-CPU at a context
+	// OriginSCS: a shadow call stack slot.
+	OriginSCS Origin = iota
+	// OriginInterruptedPC: the interrupted pc kept per-CPU at a context
 	// boundary (KeepInterruptedPC).
-	SourceInterruptedPC
-	// SourceFrame: the lr of a frame record.
-	SourceFrame
-	// SourceCaller: the start of an FP walk of the current task.
-	SourceCaller
-	// SourceTask: the saved pc of a blocked task.
-	SourceTask
-	// SourceRegsPC: the pc of a pt_regs at an exception boundary.
-	SourceRegsPC
+	OriginInterruptedPC
+	// OriginFrame: the lr of a frame record.
+	OriginFrame
+	// OriginCaller: the start of an FP walk of the current task.
+	OriginCaller
+	// OriginTask: the saved pc of a blocked task.
+	OriginTask
+	// OriginRegsPC: the pc of a pt_regs at an exception boundary.
+	OriginRegsPC
 )
 
-// String returns the source's lowercase name, e.g. "regs-pc".
-func (s FrameSource) String() string {
+// String returns the origin's lowercase name, e.g. "regs-pc".
+func (s Origin) String() string {
 	switch s {
-	case SourceSCS:
+	case OriginSCS:
 		return "scs"
-	case SourceInterruptedPC:
+	case OriginInterruptedPC:
 		return "interrupted-pc"
-	case SourceFrame:
+	case OriginFrame:
 		return "frame"
-	case SourceCaller:
+	case OriginCaller:
 		return "caller"
-	case SourceTask:
+	case OriginTask:
 		return "task"
-	case SourceRegsPC:
+	case OriginRegsPC:
 		return "regs-pc"
 	}
-	return fmt.Sprintf("FrameSource(%d)", uint8(s))
+	return fmt.Sprintf("Origin(%d)", uint8(s))
 }
 
 // Frame is one unwound frame with its provenance.
 type Frame struct {
-	PC     uint64      // the return address, PAC stripped and recovered
-	Raw    uint64      // the value as stored
-	Symbol string      // function+offset, or hex
-	Source FrameSource // where PC came from
+	PC     uint64 // the return address, PAC stripped and recovered
+	Raw    uint64 // the value as stored
+	Symbol string // function+offset, or hex
+	Origin Origin // where PC came from
 	// Stack is the FP walk's stack kind (fp.Unknown for SCS frames).
 	Stack fp.StackKind
 	// Context is the context the frame's record or slot belongs to (for
@@ -220,7 +220,7 @@ type Frame struct {
 	Recovered bool
 }
 
-// String returns the frame's symbol (or PC) and its source in brackets,
+// String returns the frame's symbol (or PC) and its origin in brackets,
 // as comparison tables show it: handle_arch_irq+0x14, a space, then scs
 // in brackets.
 func (f Frame) String() string {
@@ -228,7 +228,7 @@ func (f Frame) String() string {
 	if s == "" {
 		s = fmt.Sprintf("%#x", f.PC)
 	}
-	return fmt.Sprintf("%s [%s]", s, f.Source)
+	return fmt.Sprintf("%s [%s]", s, f.Origin)
 }
 
 // Frames returns src's frames with provenance, innermost first. The final
@@ -264,26 +264,26 @@ func skipThen[F any](seq iter.Seq2[F, error], skip int, yield func(Frame, error)
 
 // scsFrame is the Frame of a shadow call stack frame.
 func (src *Source) scsFrame(f scs.Frame) Frame {
-	fs := SourceSCS
-	if f.Source == scs.FromInterruptedPC {
-		fs = SourceInterruptedPC
+	o := OriginSCS
+	if f.Origin == scs.OriginInterruptedPC {
+		o = OriginInterruptedPC
 	}
-	return Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Source: fs, Context: f.Context}
+	return Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Origin: o, Context: f.Context}
 }
 
 // fpFrame is the Frame of a frame-pointer walk's frame.
 func (src *Source) fpFrame(f fp.Frame) Frame {
 	fr := Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Stack: f.Stack, Recovered: f.Flags != 0,
 		Context: stackContext(f.Stack)}
-	switch f.Source {
-	case fp.SourceFrame:
-		fr.Source = SourceFrame
-	case fp.SourceCaller:
-		fr.Source = SourceCaller
-	case fp.SourceTask:
-		fr.Source = SourceTask
-	case fp.SourceRegsPC:
-		fr.Source = SourceRegsPC
+	switch f.Origin {
+	case fp.OriginFrame:
+		fr.Origin = OriginFrame
+	case fp.OriginCaller:
+		fr.Origin = OriginCaller
+	case fp.OriginTask:
+		fr.Origin = OriginTask
+	case fp.OriginRegsPC:
+		fr.Origin = OriginRegsPC
 	}
 	return fr
 }

@@ -2,7 +2,7 @@
 // calls a few functions, takes a hard IRQ, then an SDEI normal event, then
 // an SDEI critical one. It prints, side by side and symbolized, the CPU's
 // ground truth, the shadow call stack copy and the frame-pointer walk with
-// each frame's source, and explains every difference by the rule behind
+// each frame's origin, and explains every difference by the rule behind
 // it; then the per-policy cost of the entry code and a quick timing of
 // both unwinders.
 //

@@ -126,7 +126,7 @@ func printCore(w io.Writer, c *core.Core) error {
 		}
 		cmp := c.Compare(t)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "#\tSCS raw\tSCS\tFP raw\tFP [source]\twhy they differ")
+		fmt.Fprintln(tw, "#\tSCS raw\tSCS\tFP raw\tFP [origin]\twhy they differ")
 		cell := func(fr unwind.Frame, ok bool) (string, string) {
 			if !ok {
 				return "-", "-"
@@ -137,7 +137,7 @@ func printCore(w io.Writer, c *core.Core) error {
 			sr, sn := cell(row.SCS, row.InSCS)
 			fr, fn := cell(row.FP, row.InFP)
 			if row.InFP {
-				fn += " [" + row.FP.Source.String() + "]"
+				fn += " [" + row.FP.Origin.String() + "]"
 			}
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", k, sr, sn, fr, fn, row.Note)
 		}

@@ -92,7 +92,7 @@ func sideBySide(w io.Writer, k *kernel.Kernel, scsF, fpF []kernel.Frame, scsErr,
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tSCS copy\tFP walk [source, stack]\tkernel printed\twhy SCS and FP differ")
+	fmt.Fprintln(tw, "#\tSCS copy\tFP walk [origin, stack]\tkernel printed\twhy SCS and FP differ")
 	j, c := 0, 0
 	for i, r := range cmp.Rows {
 		sc, fw, pr := "-", "-", ""
@@ -101,7 +101,7 @@ func sideBySide(w io.Writer, k *kernel.Kernel, scsF, fpF []kernel.Frame, scsErr,
 		}
 		if r.InFP {
 			f := fpF[j]
-			fw = fmt.Sprintf("%s [%s, %s]", k.Format(f.PC), f.Source, f.Stack)
+			fw = fmt.Sprintf("%s [%s, %s]", k.Format(f.PC), f.Origin, f.Stack)
 			j++
 		}
 		if r.InFP || strings.HasPrefix(r.Note, kernel.NoteSCSOnlyPushedUnlinked) {

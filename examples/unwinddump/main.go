@@ -80,7 +80,7 @@ func dump(w io.Writer, path string) error {
 	fmt.Fprintf(w, "\nSCS copy: %d frames; FP walk: %d frames\n\n", len(traces[unwind.MethodSCS]), len(traces[unwind.MethodFP]))
 	cmp := unwind.CompareTraces(sym, traces[unwind.MethodSCS], traces[unwind.MethodFP])
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tSCS raw\tSCS\tFP raw\tFP [source]\twhy they differ")
+	fmt.Fprintln(tw, "#\tSCS raw\tSCS\tFP raw\tFP [origin]\twhy they differ")
 	cell := func(fr unwind.Frame, ok bool) (string, string) {
 		if !ok {
 			return "-", "-"
@@ -91,7 +91,7 @@ func dump(w io.Writer, path string) error {
 		sr, sn := cell(r.SCS, r.InSCS)
 		fr, fn := cell(r.FP, r.InFP)
 		if r.InFP {
-			fn += " [" + r.FP.Source.String() + "]"
+			fn += " [" + r.FP.Origin.String() + "]"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", i, sr, sn, fr, fn, r.Note)
 	}

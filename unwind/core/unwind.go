@@ -47,7 +47,7 @@ func (c *Core) Frames(t *Thread, method unwind.Method) ([]unwind.Frame, error) {
 			if err != nil {
 				return out, err
 			}
-			out = append(out, unwind.Frame{PC: f.PC, Raw: f.Raw, Symbol: c.sym.Name(f.PC), Source: unwind.SourceSCS})
+			out = append(out, unwind.Frame{PC: f.PC, Raw: f.Raw, Symbol: c.sym.Name(f.PC), Origin: unwind.OriginSCS})
 		}
 		return out, nil
 	case unwind.MethodFP:
@@ -84,9 +84,9 @@ func (c *Core) walkFP(t *Thread) ([]unwind.Frame, error) {
 		if err != nil {
 			return out, err
 		}
-		fr := unwind.Frame{PC: f.PC, Raw: f.Raw, Symbol: c.sym.Name(f.PC), Stack: f.Stack, Source: unwind.SourceFrame}
-		if f.Source == fp.SourceCaller {
-			fr.Source = unwind.SourceCaller
+		fr := unwind.Frame{PC: f.PC, Raw: f.Raw, Symbol: c.sym.Name(f.PC), Stack: f.Stack, Origin: unwind.OriginFrame}
+		if f.Origin == fp.OriginCaller {
+			fr.Origin = unwind.OriginCaller
 		}
 		out = append(out, fr)
 	}

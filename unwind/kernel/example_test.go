@@ -30,7 +30,7 @@ func Example() {
 	ws := k.Strings(fs)
 	fmt.Println(k.ABI, "|", len(fs), "frames, final:", end == kernel.EndFinal, err)
 	at, err := kernel.MatchPrinted(ws, cp.Expected.Traces[s.Trace].Frames)
-	fmt.Println("printed trace from frame", at, fs[at].Source, ws[at], "matches:", err == nil)
+	fmt.Println("printed trace from frame", at, fs[at].Origin, ws[at], "matches:", err == nil)
 	fmt.Println("last:", ws[len(ws)-1])
 	// Output:
 	// final frame record in pt_regs (<= 6.12) | 19 frames, final: true <nil>

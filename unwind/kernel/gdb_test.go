@@ -203,7 +203,7 @@ func alignGDB(k *kernel.Kernel, g *gdbStop, fs []kernel.Frame) (int, []string) {
 			i, j = i+1, j+1
 		case i == 1 && j == 1 && len(g.Frames) > 2 && g.Frames[2].PC == wf.PC:
 			p, err := k.PrologueAt(fs[0].PC)
-			if err == nil && p.PushedUnlinked() && fs[0].Source == kernel.SourceRegsPC {
+			if err == nil && p.PushedUnlinked() && fs[0].Origin == kernel.OriginRegsPC {
 				notes = append(notes, gdbRuleX30)
 			} else {
 				notes = append(notes, fmt.Sprintf("UNEXPLAINED: gdb frame 1 %s#%x not in the walk (prologue %v, %v)", gf.Func, gf.PC, p, err))

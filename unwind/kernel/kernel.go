@@ -338,7 +338,7 @@ func (k *Kernel) CPUStacks(cpu int, task uint64) ([]Stack, error) {
 // CPUWalk is the walk of cpu from its dumped registers, PACs stripped
 // with the dump's layout. When the CPU stopped at the first instruction
 // of a function (a breakpoint on it), its x30 is the caller's return
-// address and is reported second (SourceLR): the prologue has not pushed
+// address and is reported second (OriginLR): the prologue has not pushed
 // it yet.
 func (k *Kernel) CPUWalk(cpu int) (*Walk, error) {
 	if cpu < 0 || cpu >= len(k.V.CPUs) {
@@ -354,7 +354,7 @@ func (k *Kernel) CPUWalk(cpu int) (*Walk, error) {
 	}
 	r := &k.V.CPUs[cpu].Regs
 	w := &Walk{Mem: k.V, ABI: k.ABI, Regs: k.Regs, Stacks: stacks, TaskPtRegs: stacks[0].High - k.Regs.Size,
-		FP: r.X[29], PC: r.PC, Source: SourceRegsPC, Layout: k.V.Layout}
+		FP: r.X[29], PC: r.PC, Start: OriginRegsPC, Layout: k.V.Layout}
 	if s, ok := k.Sym(r.PC); ok && s.Addr == r.PC {
 		w.LR = r.X[30]
 	}
@@ -452,7 +452,7 @@ func (k *Kernel) TaskWalk(t Task) (*Walk, error) {
 		return nil, err
 	}
 	return &Walk{Mem: k.V, ABI: k.ABI, Regs: k.Regs, Stacks: []Stack{s}, TaskPtRegs: s.High - k.Regs.Size,
-		FP: t.FP, PC: t.PC, Source: SourceTask, Layout: k.V.Layout}, nil
+		FP: t.FP, PC: t.PC, Start: OriginTask, Layout: k.V.Layout}, nil
 }
 
 // Sym returns the symbol holding pc: the last at or below it (the first

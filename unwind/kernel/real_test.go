@@ -220,14 +220,14 @@ func checkScenario(t *testing.T, cp *kernel.Capture, k *kernel.Kernel, s *kernel
 	if signed == 0 {
 		t.Errorf("%s: no PAC-signed return address was stripped", s.Name)
 	}
-	second := kernel.SourceLR
+	second := kernel.OriginLR
 	if s.Name == "x30" {
 		// Stopped inside the prologue: x30 is not reported by the walk,
 		// the next frame is the caller's record.
-		second = kernel.SourceFrame
+		second = kernel.OriginFrame
 	}
-	if fs[0].Source != kernel.SourceRegsPC || kernel.FuncOf(ws[0]) != s.Func || fs[1].Source != second {
-		t.Errorf("%s: the walk starts %s (%v), %v; want the breakpoint function %s and x30", s.Name, ws[0], fs[0].Source, fs[1].Source, s.Func)
+	if fs[0].Origin != kernel.OriginRegsPC || kernel.FuncOf(ws[0]) != s.Func || fs[1].Origin != second {
+		t.Errorf("%s: the walk starts %s (%v), %v; want the breakpoint function %s and x30", s.Name, ws[0], fs[0].Origin, fs[1].Origin, s.Func)
 	}
 	switch s.Name {
 	case "l-ipi":
@@ -248,7 +248,7 @@ func checkScenario(t *testing.T, cp *kernel.Capture, k *kernel.Kernel, s *kernel
 		// prints the trace from there: show_regs).
 		var b []int
 		for i, f := range fs {
-			if f.Source == kernel.SourcePtRegs {
+			if f.Origin == kernel.OriginPtRegs {
 				b = append(b, i)
 			}
 		}

@@ -134,7 +134,7 @@ func (k *Kernel) Strings(fs []Frame) []string {
 	return out
 }
 
-// Describe writes a walk frame by frame: the printed form, the source,
+// Describe writes a walk frame by frame: the printed form, the origin,
 // the stack and the raw value when a PAC was stripped.
 func (k *Kernel) Describe(w io.Writer, r *Result) {
 	for i, f := range r.Frames {
@@ -142,7 +142,7 @@ func (k *Kernel) Describe(w io.Writer, r *Result) {
 		if f.Raw != f.PC {
 			raw = fmt.Sprintf(" (raw %#x)", f.Raw)
 		}
-		fmt.Fprintf(w, "  #%-2d %-48s %-11s %-8s%s\n", i, k.Format(f.PC), f.Source, f.Stack, raw)
+		fmt.Fprintf(w, "  #%-2d %-48s %-11s %-8s%s\n", i, k.Format(f.PC), f.Origin, f.Stack, raw)
 	}
 	end := "final frame (task pt_regs stackframe)"
 	switch r.End {

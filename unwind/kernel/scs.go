@@ -13,8 +13,8 @@ import (
 // kernel built without CONFIG_SHADOW_CALL_STACK.
 var ErrNotSupported = errs.ErrNotSupported
 
-// SourceSCS is a shadow call stack slot.
-const SourceSCS Source = 100
+// OriginSCS is a shadow call stack slot.
+const OriginSCS Origin = 100
 
 // noSCSPush are the kernel's assembly functions that create a frame record
 // but do not push x30 on the shadow call stack (arch/arm64/kernel/entry.S).
@@ -67,7 +67,7 @@ func (k *Kernel) copySCS(base, top uint64, kind fp.StackKind) ([]Frame, error) {
 	var out []Frame
 	for o := len(b) - 8; o >= 0; o -= 8 {
 		raw := binary.LittleEndian.Uint64(b[o:])
-		out = append(out, Frame{PC: k.V.Layout.Strip(raw), Raw: raw, FP: base + uint64(o), Source: SourceSCS, Stack: kind})
+		out = append(out, Frame{PC: k.V.Layout.Strip(raw), Raw: raw, FP: base + uint64(o), Origin: OriginSCS, Stack: kind})
 	}
 	return out, nil
 }
@@ -159,7 +159,7 @@ func (k *Kernel) SCSCopyCPU(cpu int, fs []Frame) (out []Frame, notes []string, e
 // before the C entry handlers push onto the interrupted shadow stack.
 func (k *Kernel) ptRegsX18(fs []Frame, saved uint64) (string, bool) {
 	for i := 1; i < len(fs); i++ {
-		if fs[i].Source != SourcePtRegs || fs[i-1].FP < k.Regs.StackFrame {
+		if fs[i].Origin != OriginPtRegs || fs[i-1].FP < k.Regs.StackFrame {
 			continue
 		}
 		regs := fs[i-1].FP - k.Regs.StackFrame
@@ -191,17 +191,17 @@ func (k *Kernel) Compare(scsF, fpF []Frame, scsErr, fpErr error) *unwind.Compari
 		out := make([]unwind.Frame, len(fs))
 		for i, f := range fs {
 			u := unwind.Frame{PC: f.PC, Raw: f.Raw, Symbol: k.Format(f.PC), Stack: f.Stack}
-			switch f.Source {
-			case SourceSCS:
-				u.Source = unwind.SourceSCS
-			case SourceRegsPC:
-				u.Source = unwind.SourceCaller
-			case SourceTask:
-				u.Source = unwind.SourceTask
-			case SourcePtRegs:
-				u.Source = unwind.SourceRegsPC
+			switch f.Origin {
+			case OriginSCS:
+				u.Origin = unwind.OriginSCS
+			case OriginRegsPC:
+				u.Origin = unwind.OriginCaller
+			case OriginTask:
+				u.Origin = unwind.OriginTask
+			case OriginPtRegs:
+				u.Origin = unwind.OriginRegsPC
 			default:
-				u.Source = unwind.SourceFrame
+				u.Origin = unwind.OriginFrame
 			}
 			out[i] = u
 		}
@@ -220,8 +220,8 @@ func (k *Kernel) Compare(scsF, fpF []Frame, scsErr, fpErr error) *unwind.Compari
 			n++
 		}
 		if !r.InSCS {
-			switch fpF[j].Source {
-			case SourceFrame:
+			switch fpF[j].Origin {
+			case OriginFrame:
 				// The return address was saved by the callee's frame
 				// record only: the callee must be assembly that keeps a
 				// frame record without pushing on the SCS.
@@ -236,11 +236,11 @@ func (k *Kernel) Compare(scsF, fpF []Frame, scsErr, fpErr error) *unwind.Compari
 				} else {
 					r.Note = "UNEXPLAINED: only FP, saved by " + callee + ", which should have pushed it on the SCS"
 				}
-			case SourceLR:
+			case OriginLR:
 				r.Note = "only FP: x30 of a CPU stopped at a function's first instruction: its prologue had not pushed it on the SCS yet"
-			case SourceRegsPC:
+			case OriginRegsPC:
 				r.Note = "only FP: the stopped pc, which no prologue pushed"
-			case SourceTask:
+			case OriginTask:
 				r.Note = "only FP: cpu_context.pc, the return address into __switch_to (cpu_switch_to is asm and does not push)"
 			}
 		}
@@ -261,7 +261,7 @@ const NoteSCSOnlyPushedUnlinked = "only SCS: x30 pushed by the stopped function'
 // push but has not set x29, so the frame pointer is still the caller's
 // and the caller's return address is in x30 and on the SCS only.
 func (k *Kernel) scsOnly(n int, scsF, fpF []Frame) string {
-	if n != 0 || len(fpF) == 0 || fpF[0].Source != SourceRegsPC {
+	if n != 0 || len(fpF) == 0 || fpF[0].Origin != OriginRegsPC {
 		return "UNEXPLAINED: only SCS, and not the newest entry of a CPU stopped in a prologue"
 	}
 	p, err := k.PrologueAt(fpF[0].PC)

@@ -74,32 +74,32 @@ type PtRegs struct {
 	Size, X29, PC, StackFrame uint64
 }
 
-// Source says where a frame's pc came from.
-type Source uint8
+// Origin says where a frame's pc came from.
+type Origin uint8
 
 const (
-	// SourceRegsPC is a pc register: the dumped pc of a CPU.
-	SourceRegsPC Source = iota + 1
-	// SourceLR is x30 of a CPU stopped at a function's first
+	// OriginRegsPC is a pc register: the dumped pc of a CPU.
+	OriginRegsPC Origin = iota + 1
+	// OriginLR is x30 of a CPU stopped at a function's first
 	// instruction: the prologue has not yet pushed the frame record, so
 	// the caller's return address is only in x30.
-	SourceLR
-	// SourceTask is a blocked task's cpu_context.pc (thread_saved_pc).
-	SourceTask
-	// SourceFrame is the lr of a frame record.
-	SourceFrame
-	// SourcePtRegs is regs->pc at an exception boundary: read from a
+	OriginLR
+	// OriginTask is a blocked task's cpu_context.pc (thread_saved_pc).
+	OriginTask
+	// OriginFrame is the lr of a frame record.
+	OriginFrame
+	// OriginPtRegs is regs->pc at an exception boundary: read from a
 	// PT_REGS meta record's pt_regs (6.13+ ABI), or the lr of the
 	// synthetic record {x29, elr} EL1 entry writes into pt_regs (<= 6.12).
-	SourcePtRegs
+	OriginPtRegs
 )
 
-var sourceNames = [...]string{"?", "regs-pc", "lr-at-entry", "task", "frame", "pt_regs-pc"}
+var originNames = [...]string{"?", "regs-pc", "lr-at-entry", "task", "frame", "pt_regs-pc"}
 
-// String names the source.
-func (s Source) String() string {
-	if int(s) < len(sourceNames) {
-		return sourceNames[s]
+// String names the origin.
+func (s Origin) String() string {
+	if int(s) < len(originNames) {
+		return originNames[s]
 	}
 	return "?"
 }
@@ -109,7 +109,7 @@ type Frame struct {
 	PC     uint64 // after the PAC strip
 	Raw    uint64 // as read
 	FP     uint64 // the frame pointer after this step
-	Source Source
+	Origin Origin
 	Stack  fp.StackKind // stack holding the record PC was read from
 }
 
@@ -141,10 +141,12 @@ type Walk struct {
 	// TaskPtRegs is task_pt_regs(task): task->stack + THREAD_SIZE -
 	// sizeof(struct pt_regs).
 	TaskPtRegs uint64
-	// FP and PC start the walk; Source is the first frame's source.
+	// FP and PC start the walk.
 	FP, PC uint64
-	Source Source
-	// LR, when non-zero, is reported as the second frame (SourceLR): the
+	// Start is the [Origin] of the first frame: [OriginTask] (a blocked
+	// task's saved fp and pc) or [OriginRegsPC] (a CPU's registers).
+	Start Origin
+	// LR, when non-zero, is reported as the second frame (OriginLR): the
 	// CPU was stopped at the first instruction of the function at PC.
 	LR uint64
 	// Layout strips the PACs of return addresses.
@@ -253,12 +255,12 @@ func (w *Walk) Config() (*fp.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	src := fp.SourceRegsPC // a CPU's dumped registers are its pt_regs
-	if w.Source == SourceTask {
-		src = fp.SourceTask
+	start := fp.OriginRegsPC // a CPU's dumped registers are its pt_regs
+	if w.Start == OriginTask {
+		start = fp.OriginTask
 	}
 	return &fp.Config{
-		Stacks: r.stacks, FP: w.FP, PC: w.PC, Source: src, Layout: w.Layout, TaskPtRegs: w.TaskPtRegs,
+		Stacks: r.stacks, FP: w.FP, PC: w.PC, Start: start, Layout: w.Layout, TaskPtRegs: w.TaskPtRegs,
 		ABI:    w.ABI.fpABI(),
 		PtRegs: fp.PtRegsLayout{Size: w.Regs.Size, X29: w.Regs.X29, PC: w.Regs.PC, StackFrame: w.Regs.StackFrame},
 	}, nil
@@ -292,23 +294,23 @@ func (w *Walk) Run() ([]Frame, End, error) {
 		if len(out) > 0 {
 			// A step that read a chunk missing from the dump fails
 			// there, with the frames before it.
-			if err := r.stepUnread(c, prev, f.Source); err != nil {
+			if err := r.stepUnread(c, prev, f.Origin); err != nil {
 				return out, EndError, err
 			}
 		}
-		kf := Frame{PC: f.PC, Raw: f.Raw, FP: f.FP, Stack: f.Stack, Source: SourceFrame}
+		kf := Frame{PC: f.PC, Raw: f.Raw, FP: f.FP, Stack: f.Stack, Origin: OriginFrame}
 		switch {
 		case len(out) == 0:
-			kf.Source = w.Source
-			if kf.Source == 0 {
-				kf.Source = SourceRegsPC
+			kf.Origin = w.Start
+			if kf.Origin == 0 {
+				kf.Origin = OriginRegsPC
 			}
-		case f.Source == fp.SourceRegsPC:
-			kf.Source = SourcePtRegs
+		case f.Origin == fp.OriginRegsPC:
+			kf.Origin = OriginPtRegs
 		}
 		out = append(out, kf)
 		if len(out) == 1 && w.LR != 0 {
-			out = append(out, Frame{PC: w.Layout.Strip(w.LR), Raw: w.LR, FP: w.FP, Source: SourceLR, Stack: f.Stack})
+			out = append(out, Frame{PC: w.Layout.Strip(w.LR), Raw: w.LR, FP: w.FP, Origin: OriginLR, Stack: f.Stack})
 		}
 		prev = f.FP
 	}
@@ -342,14 +344,14 @@ var beforeRead = map[string]bool{fp.RuleMisalignedFP: true, fp.RuleFPOutsideStac
 	fp.RuleStackReentered: true}
 
 // stepUnread returns the read error if the step from fp prev to a frame
-// of source src read a chunk missing from the dump: the record at prev,
+// of origin o read a chunk missing from the dump: the record at prev,
 // and for an exception boundary of the meta-record ABI the type word and
 // the pt_regs' pc and regs[29].
-func (r *stackBytes) stepUnread(c *fp.Config, prev uint64, src fp.Source) error {
+func (r *stackBytes) stepUnread(c *fp.Config, prev uint64, o fp.Origin) error {
 	if err := r.unread(prev, fp.FrameRecordSize); err != nil {
 		return err
 	}
-	if src != fp.SourceRegsPC || c.ABI != fp.ABIMetaRecord || prev < c.PtRegs.StackFrame {
+	if o != fp.OriginRegsPC || c.ABI != fp.ABIMetaRecord || prev < c.PtRegs.StackFrame {
 		return nil
 	}
 	regs := prev - c.PtRegs.StackFrame

@@ -100,8 +100,8 @@ func TestWalkABIs(t *testing.T) {
 			t.Errorf("%v: stacks %v %v", abi, fs[2].Stack, fs[3].Stack)
 		}
 		for i, f := range fs {
-			if (f.Source == SourcePtRegs) != (i == 5) {
-				t.Errorf("%v: frame %d %#x source %v", abi, i, f.PC, f.Source)
+			if (f.Origin == OriginPtRegs) != (i == 5) {
+				t.Errorf("%v: frame %d %#x origin %v", abi, i, f.PC, f.Origin)
 			}
 		}
 	}
@@ -137,7 +137,7 @@ func TestWalkLRAtEntry(t *testing.T) {
 	_, w := chain(ABIFinalRecord)
 	w.LR = 0x0fff
 	fs, _, err := w.Run()
-	if err != nil || len(fs) != 8 || fs[1].PC != 0x0fff || fs[1].Source != SourceLR {
+	if err != nil || len(fs) != 8 || fs[1].PC != 0x0fff || fs[1].Origin != OriginLR {
 		t.Fatalf("%x %v", pcs(fs), err)
 	}
 }

@@ -109,7 +109,7 @@ func (c *CPU) sourceInto(src *unwind.Source, p *pubState, method unwind.Method, 
 		// (kunwind_init_from_regs-like); its own pc is then dropped, so
 		// the first frame is its caller's, as for an unwinder inlined in
 		// it.
-		fc.FP, fc.PC, fc.Source = p.x29, p.pc, fp.SourceCaller
+		fc.FP, fc.PC, fc.Start = p.x29, p.pc, fp.OriginCaller
 		fc.Layout, fc.TaskPtRegs, fc.Reliable = m.cfg.Layout, t.ptRegs, opts.Reliable
 		if m.cfg.FGraph {
 			fc.GraphTrampoline = m.graphTramp

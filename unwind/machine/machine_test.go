@@ -140,15 +140,15 @@ func TestBlockedTask(t *testing.T) {
 	src, err := t0.Source(unwind.MethodFP)
 	must(t, err)
 	var got []string
-	var first unwind.FrameSource
+	var first unwind.Origin
 	for f, err := range src.Frames() {
 		must(t, err)
 		if len(got) == 0 {
-			first = f.Source
+			first = f.Origin
 		}
 		got = append(got, m.sym.Func(f.PC))
 	}
-	if want := "alloc_obj do_work kthread_fn ret_from_fork"; strings.Join(got, " ") != want || first != unwind.SourceTask {
+	if want := "alloc_obj do_work kthread_fn ret_from_fork"; strings.Join(got, " ") != want || first != unwind.OriginTask {
 		t.Fatalf("blocked FP walk %v (first source %v), want %s from a task source", got, first, want)
 	}
 	src, err = t0.Source(unwind.MethodSCS)

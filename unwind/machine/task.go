@@ -49,7 +49,7 @@ func (t *Task) Source(method unwind.Method) (*unwind.Source, error) {
 		ctx := t.ctx
 		fc := m.fpMem // the model's memory, read atomically
 		fc.Stacks = []fp.Stack{{Kind: fp.Task, Low: t.stack.Base, High: t.stack.End(), Name: t.Name}}
-		fc.FP, fc.PC, fc.Source = ctx.x29, ctx.top().pc, fp.SourceTask
+		fc.FP, fc.PC, fc.Start = ctx.x29, ctx.top().pc, fp.OriginTask
 		fc.Layout, fc.TaskPtRegs = m.cfg.Layout, t.ptRegs
 		if m.cfg.FGraph {
 			fc.GraphTrampoline, fc.GraphStack = m.graphTramp, t.graph.region.Base
