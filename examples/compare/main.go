@@ -35,7 +35,6 @@ import (
 	"github.com/unwindkit/unwindkit/internal/benchbody"
 	"github.com/unwindkit/unwindkit/scs"
 	"github.com/unwindkit/unwindkit/unwind"
-	"github.com/unwindkit/unwindkit/unwind/live"
 	"github.com/unwindkit/unwindkit/unwind/machine"
 )
 
@@ -215,48 +214,22 @@ func policyCost(w io.Writer, b bench) error {
 	return nil
 }
 
-// liveUnwinder is one way to unwind the running Go program.
-type liveUnwinder struct {
-	name string
-	f    func(skip int, pc []uintptr) int
-}
-
-// liveUnwinders lists the live unwinders to compare, the baseline first.
-var liveUnwinders = []liveUnwinder{
-	{"runtime.Callers", runtime.Callers},
-	{"live.Callers", live.Callers},
-	{"live.CallersFP", callersFP},
-}
-
-// callersFP adapts live.CallersFP; skip+1 also skips this adapter.
-//
-//go:noinline
-func callersFP(skip int, pc []uintptr) int {
-	n, err := live.CallersFP(skip+1, pc)
-	if err != nil && n == 0 {
-		return 0
-	}
-	return n
-}
-
-// atDepth calls f with about depth frames of recursion below it.
-//
-//go:noinline
-func atDepth(depth int, f func()) {
-	if depth <= 1 {
-		f()
-		return
-	}
-	atDepth(depth-1, f)
-}
-
+// liveUnwind times runtime.Callers, live.Callers and live.CallersFP
+// storing exactly depth frames: the bodies of go test -bench LiveCallers
+// ./unwind/live (package internal/benchbody).
 func liveUnwind(w io.Writer, b bench) error {
 	fmt.Fprintln(w, "#### Live Go unwinding: ns per call")
 	fmt.Fprintln(w)
+	var us []benchbody.LiveUnwinder
+	for _, u := range benchbody.LiveUnwinders {
+		if benchbody.LiveSupported(u) {
+			us = append(us, u)
+		}
+	}
 	cols := "| depth | frames |"
 	sep := "|---:|---:|"
-	for i, u := range liveUnwinders {
-		cols += " " + u.name + " |"
+	for i, u := range us {
+		cols += " " + u.Name + " |"
 		sep += "---:|"
 		if i > 0 {
 			cols += " speed-up |"
@@ -265,36 +238,17 @@ func liveUnwind(w io.Writer, b bench) error {
 	}
 	fmt.Fprintln(w, cols)
 	fmt.Fprintln(w, sep)
-	for _, depth := range []int{8, 32, 128} {
-		pcs := make([]uintptr, 512)
-		frames := 0
-		atDepth(depth, func() { frames = runtime.Callers(1, pcs) })
-		row := fmt.Sprintf("| %d | %d |", depth, frames)
-		var fs []func(int)
-		for _, u := range liveUnwinders {
-			if got := u.f(0, pcs); got == 0 {
-				return fmt.Errorf("%s returned no frames", u.name)
-			}
-			// Warm up at this depth: live.Callers learns each new
-			// return address once (a runtime.Callers), then hits its cache.
-			atDepth(depth, func() {
-				for range 3 {
-					u.f(1, pcs)
-				}
-			})
-			fs = append(fs, func(n int) {
-				atDepth(depth, func() {
-					for range n {
-						u.f(1, pcs)
-					}
-				})
-			})
+	for _, depth := range benchbody.LiveDepths {
+		var bodies []func(*testing.B)
+		for _, u := range us {
+			bodies = append(bodies, benchbody.Live(u, depth))
 		}
-		ns, err := b.ns(fs...)
+		ns, err := b.run(bodies...)
 		if err != nil {
 			return err
 		}
-		for i := range liveUnwinders {
+		row := fmt.Sprintf("| %d | %d |", depth, depth)
+		for i := range us {
 			if i == 0 {
 				row += fmt.Sprintf(" %.0f |", ns[i])
 			} else {
@@ -303,7 +257,7 @@ func liveUnwind(w io.Writer, b bench) error {
 		}
 		fmt.Fprintln(w, row)
 	}
-	if len(liveUnwinders) == 1 {
+	if len(us) == 1 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "(no other live unwinder in this build; only the baseline is shown.)")
 	}

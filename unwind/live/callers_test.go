@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/unwindkit/unwindkit/internal/benchbody"
 	"github.com/unwindkit/unwindkit/unwind/live"
 )
 
@@ -187,41 +188,17 @@ func TestCallersFPFrames(t *testing.T) {
 
 // liveAtDepth calls f with at least d frames below it.
 //
-//go:noinline
-func liveAtDepth(d int, f func()) {
-	if d <= 0 {
-		f()
-		return
-	}
-	liveAtDepth(d-1, f)
-}
-
 // BenchmarkLiveCallers compares runtime.Callers, live.Callers and
-// live.CallersFP in one run, each storing exactly depth frames.
+// live.CallersFP in one run, each storing exactly depth frames: the same
+// bodies the report (examples/compare) runs (package internal/benchbody).
 func BenchmarkLiveCallers(b *testing.B) {
-	for _, depth := range []int{8, 32, 128} {
-		for _, u := range []struct {
-			name string
-			fn   func(pc []uintptr) int
-		}{
-			{"runtime.Callers", func(pc []uintptr) int { return runtime.Callers(1, pc) }},
-			{"Callers", func(pc []uintptr) int { return live.Callers(1, pc) }},
-			{"CallersFP", func(pc []uintptr) int { n, _ := live.CallersFP(1, pc); return n }},
-		} {
-			b.Run(fmt.Sprintf("depth=%d/%s", depth, u.name), func(b *testing.B) {
-				if _, err := live.CallersFP(0, nil); errors.Is(err, live.ErrNotSupported) && u.name == "CallersFP" {
+	for _, depth := range benchbody.LiveDepths {
+		for _, u := range benchbody.LiveUnwinders {
+			b.Run(fmt.Sprintf("depth=%d/%s", depth, u.Name), func(b *testing.B) {
+				if !benchbody.LiveSupported(u) {
 					b.Skip("no frame pointers")
 				}
-				pc := make([]uintptr, depth)
-				liveAtDepth(depth+8, func() {
-					u.fn(pc)
-					for b.Loop() {
-						if n := u.fn(pc); n != depth {
-							b.Fatalf("stored %d frames, want %d", n, depth)
-						}
-					}
-				})
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(depth), "ns/frame")
+				benchbody.Live(u, depth)(b)
 			})
 		}
 	}
