@@ -13,7 +13,8 @@ import (
 var LiveDepths = []int{8, 32, 128}
 
 // LiveUnwinder is one contender of the live-Go comparison: Fn stores the
-// caller's stack into pc, as runtime.Callers(1, pc) does (live.Callers(0, pc): skip 0 is the caller).
+// caller's stack into pc, as runtime.Callers(1, pc) does (live.Callers and
+// live.CallersFP take runtime.Callers' skip: 1 is the caller).
 type LiveUnwinder struct {
 	Name string
 	Fn   func(pc []uintptr) int
@@ -25,8 +26,8 @@ type LiveUnwinder struct {
 // live.CallersFP.
 var LiveUnwinders = []LiveUnwinder{
 	{Name: "runtime.Callers", Fn: func(pc []uintptr) int { return runtime.Callers(1, pc) }},
-	{Name: "live.Callers", Fn: func(pc []uintptr) int { return live.Callers(0, pc) }},
-	{Name: "live.CallersFP", Fn: func(pc []uintptr) int { n, _ := live.CallersFP(0, pc); return n }, FP: true},
+	{Name: "live.Callers", Fn: func(pc []uintptr) int { return live.Callers(1, pc) }},
+	{Name: "live.CallersFP", Fn: func(pc []uintptr) int { n, _ := live.CallersFP(1, pc); return n }, FP: true},
 }
 
 // LiveSupported reports whether u can run here (CallersFP needs frame
