@@ -106,7 +106,10 @@ func TestSCSFramesAllocs(t *testing.T) {
 	smallA, smallB := measure(4 << 10)
 	bigA, bigB := measure(1 << 20)
 	t.Logf("4 KiB shadow stacks: %v allocs, %d B per trace; 1 MiB: %v allocs, %d B", smallA, smallB, bigA, bigB)
-	if bigA != smallA || bigB > smallB+64 {
+	// Bytes from MemStats include what the runtime allocates meanwhile
+	// (GC, other goroutines), so compare with room: the defect this
+	// guards against (a buffer the size of the region) costs 1 MiB here.
+	if bigA != smallA || bigB > 2*smallB+256 {
 		t.Errorf("Frames cost grows with the region: %v allocs %d B (4 KiB) vs %v allocs %d B (1 MiB)", smallA, smallB, bigA, bigB)
 	}
 	if frames := depth + 1; !raceEnabled && smallA > float64(2*frames+1) {

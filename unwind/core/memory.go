@@ -56,8 +56,9 @@ func (m *memory) ensure(addr uint64) (*mem.Region, error) {
 }
 
 // snapshot returns the regions loaded so far as a Memory and the FP
-// walk's stacks over them (the one holding sp is the task stack).
-func (m *memory) snapshot(sp uint64) (*mem.Memory, []fp.Stack) {
+// walk's stacks over them (the one holding sp is the task stack), and how
+// many regions it holds (for missing).
+func (m *memory) snapshot(sp uint64) (*mem.Memory, []fp.Stack, int) {
 	m.mu.Lock()
 	rs := append([]*mem.Region(nil), m.regions...)
 	m.mu.Unlock()
@@ -73,12 +74,12 @@ func (m *memory) snapshot(sp uint64) (*mem.Memory, []fp.Stack) {
 		}
 		stacks = append(stacks, fp.Stack{Kind: k, Low: r.Base, High: r.End(), Name: r.Name})
 	}
-	return out, stacks
+	return out, stacks, len(rs)
 }
 
 // missing returns the address of an FP-walk error that points into a
 // writable segment not loaded yet.
-func (m *memory) missing(err error) (uint64, bool) {
+func (m *memory) missing(err error, inSnapshot int) (uint64, bool) {
 	var ce *errs.CorruptError
 	if !errors.As(err, &ce) {
 		return 0, false
@@ -89,7 +90,18 @@ func (m *memory) missing(err error) (uint64, bool) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return ce.Addr, m.loaded[p.Index] == nil
+	r := m.loaded[p.Index]
+	if r == nil {
+		return ce.Addr, true
+	}
+	// Loaded, but perhaps by another goroutine after this walk took its
+	// snapshot of the first inSnapshot regions: then walk again.
+	for _, s := range m.regions[:min(inSnapshot, len(m.regions))] {
+		if s == r {
+			return 0, false
+		}
+	}
+	return ce.Addr, true
 }
 
 // findSCS sets t's shadow call stack from x18: the writable segment that

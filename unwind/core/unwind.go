@@ -55,8 +55,8 @@ func (c *Core) Frames(t *Thread, method unwind.Method) ([]unwind.Frame, error) {
 		// leads into a writable segment not loaded yet (a signal
 		// stack, a coroutine stack), load it and walk again.
 		for try := 0; ; try++ {
-			out, err := c.walkFP(t)
-			if addr, ok := c.mem.missing(err); ok && try < 16 {
+			out, n, err := c.walkFP(t)
+			if addr, ok := c.mem.missing(err, n); ok && try < 16 {
 				if _, lerr := c.mem.ensure(addr); lerr != nil {
 					return out, lerr
 				}
@@ -69,8 +69,8 @@ func (c *Core) Frames(t *Thread, method unwind.Method) ([]unwind.Frame, error) {
 }
 
 // walkFP walks t's frame records over the segments loaded.
-func (c *Core) walkFP(t *Thread) ([]unwind.Frame, error) {
-	m, stacks := c.mem.snapshot(t.Regs.SP)
+func (c *Core) walkFP(t *Thread) ([]unwind.Frame, int, error) {
+	m, stacks, n := c.mem.snapshot(t.Regs.SP)
 	cfg := fp.Config{
 		Stacks:     stacks,
 		FP:         t.Regs.X[29],
@@ -82,7 +82,7 @@ func (c *Core) walkFP(t *Thread) ([]unwind.Frame, error) {
 	var out []unwind.Frame
 	for f, err := range fp.Frames(&cfg) {
 		if err != nil {
-			return out, err
+			return out, n, err
 		}
 		fr := unwind.Frame{PC: f.PC, Raw: f.Raw, Symbol: c.sym.Name(f.PC), Stack: f.Stack, Origin: unwind.OriginFrame}
 		if f.Origin == fp.OriginCaller {
@@ -90,7 +90,7 @@ func (c *Core) walkFP(t *Thread) ([]unwind.Frame, error) {
 		}
 		out = append(out, fr)
 	}
-	return out, nil
+	return out, n, nil
 }
 
 // Compare unwinds thread t with both techniques and lines the traces up
