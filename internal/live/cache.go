@@ -25,11 +25,14 @@ import (
 // alternative bucket, then the overflow map. An insert takes the first free
 // slot of the home bucket or of the alternative bucket; with both full it
 // moves one of their addresses to that address's other bucket if it has
-// room (one cuckoo step), else evicts a slot that the current learning pass
-// has not confirmed, and only when all 16 slots hold addresses of the
+// room (one cuckoo step), or one of the addresses there on to its own other
+// bucket to make that room (two steps), else evicts a slot that the current
+// learning pass has not confirmed, and only when all 16 slots hold addresses of the
 // current pass it goes to the overflow map (bounded). So a stack is learned
 // once, whatever its addresses hash to, and 20,000 hot addresses fit
-// without an eviction (TestWorkingSetFits). Capacity: 32,768 addresses, of
+// without an eviction (TestWorkingSetFits; with one step only, some code
+// layouts, such as the test's built with -gcflags=all=-N -l, evicted a
+// few). Capacity: 32,768 addresses, of
 // which up to manyCap with inlined calls (their expansions live in manyTab,
 // reused round-robin beyond that).
 //
@@ -282,6 +285,46 @@ func insert(ret uintptr, shown []uintptr, slow bool, pass func(uintptr) bool) (r
 			}
 		}
 	}
+	// No room one step away: two steps (an address of the other bucket
+	// moves on to its own other bucket, making room there; each address is
+	// published at its new place before it is replaced at the old one).
+	for i := range order {
+		if i == h {
+			continue
+		}
+		old := c.slots[i].Load()
+		r := old & addrMask
+		if old == empty || r == ret {
+			continue
+		}
+		b2 := c.otherBucket(r, i)
+		for j := b2; j < b2+bucketSlots; j++ {
+			old2 := c.slots[j].Load()
+			r2 := old2 & addrMask
+			if old2 == empty || r2 == ret || r2 == r {
+				continue
+			}
+			b3 := c.otherBucket(r2, j)
+			if b3 == i&^(bucketSlots-1) {
+				continue // would take the slot being freed
+			}
+			for k := b3; k < b3+bucketSlots; k++ {
+				if c.slots[k].Load() != empty || !c.slots[k].CompareAndSwap(empty, old2) {
+					continue
+				}
+				c.stamps[k/bucketSlots].Store(now)
+				if !c.slots[j].CompareAndSwap(old2, old) {
+					break
+				}
+				c.stamps[j/bucketSlots].Store(now)
+				if !c.slots[i].CompareAndSwap(old, w) {
+					break
+				}
+				moves.Add(2)
+				return false
+			}
+		}
+	}
 	// Still full: evict a slot the current pass did not confirm,
 	// preferring the alternative bucket (the home bucket keeps the slots
 	// the fast paths compare first).
@@ -303,6 +346,16 @@ func insert(ret uintptr, shown []uintptr, slow bool, pass func(uintptr) bool) (r
 	}
 	insertOverflow(ret, w)
 	return false
+}
+
+// otherBucket returns the first slot of the bucket other than slot i's
+// where the address r may live (its alternative bucket or its home).
+func (c *cacheTab) otherBucket(r uintptr, i uint) uint {
+	other := c.alt(r)
+	if other == i&^(bucketSlots-1) {
+		other = c.home(r) &^ (bucketSlots - 1)
+	}
+	return other
 }
 
 // insertOverflow adds ret to the overflow map, if it has room.

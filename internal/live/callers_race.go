@@ -34,8 +34,14 @@ func callersCached(skip int, pc []uintptr) int {
 	}
 	start := getfp()
 	m, why, fp, miss := walkProbe(start, pc, stopPC.Load())
-	if miss == 0 && skip == 0 && why <= rawEnd {
-		return m
+	if miss == 0 && why <= rawEnd {
+		// Every frame after the first records itself (walkProbe).
+		if skip == 0 && homeTab[homeHash(pc[0])].Load() == pc[0] {
+			return m
+		}
+		if n := expandFirst(pc, m, skip); n >= 0 {
+			return n
+		}
 	}
 	n, st := fastWalk(start, fp, skip, pc, m, why)
 	switch st {

@@ -40,8 +40,8 @@
 // runtime.Callers call per Callers call, always).
 //
 // The cache (cache.go) maps a return address to its verdict in one word;
-// 4096 buckets of 8 words (64 bytes), an alternative bucket, one cuckoo
-// step, and a bounded overflow map, so that a stack is learned once
+// 4096 buckets of 8 words (64 bytes), an alternative bucket, up to two cuckoo
+// steps, and a bounded overflow map, so that a stack is learned once
 // whatever its addresses hash to; a learning pass never evicts what it has
 // confirmed. Under 2 MiB in all. A hit costs one compare with the address's
 // home slot, done inside the walk loop, off the walk's chain of loads.

@@ -54,11 +54,14 @@ func fpBad(start unsafe.Pointer, pc []uintptr) error {
 // by runtime.Callers.
 const maxSkip = 1 << 12
 
-// walkProbe is rawWalk from start that also probes each return address's
-// home slot on the way: the common case of Callers in one small leaf
-// loop that runs from registers. The probes do not feed the walk's chain of
-// loads, so they run in its shadow; their verdict accumulates without a
-// branch: miss is 0 when every frame stored records itself.
+// walkProbe is rawWalk from start that also probes the home slot of each
+// return address after the first on the way: the common case of Callers
+// in one small leaf loop that runs from registers. The probes do not feed
+// the walk's chain of loads, so they run in its shadow; their verdict
+// accumulates without a branch: miss is 0 when every frame stored after
+// the first records itself. The first frame, the one that called Callers,
+// is left to Callers (and expandFirst): through the public wrapper, inlined into
+// its caller, it is the frame whose expansion the skip cuts.
 //
 //go:norace
 //go:nocheckptr
@@ -68,7 +71,18 @@ func walkProbe(start unsafe.Pointer, pc []uintptr, stop uintptr) (m, why int, fp
 		limit = ^uintptr(0)
 	}
 	fp = start
-	for n := range pc {
+	if len(pc) == 0 {
+		return 0, rawFull, fp, 0
+	}
+	// The first record, without a probe (the loop's body, peeled).
+	ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
+	next := *(*unsafe.Pointer)(fp)
+	pc[0] = ret
+	if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
+		return 1, rawEndWhy(u, ret, stop), fp, 0
+	}
+	fp = next
+	for n := 1; n < len(pc); n++ {
 		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
 		next := *(*unsafe.Pointer)(fp)
 		pc[n] = ret
@@ -80,6 +94,45 @@ func walkProbe(start unsafe.Pointer, pc []uintptr, stop uintptr) (m, why int, fp
 		fp = next
 	}
 	return len(pc), rawFull, fp, miss
+}
+
+// expandFirst finishes Callers' common case when the first frame, the one
+// that called Callers, does not simply record itself: walkProbe stored m
+// return addresses in pc, every one after the first recording itself, and
+// stopped at the end of the chain or with pc full. It expands the first
+// frame from its home slot, drops skip of its logical frames and returns
+// the count, or -1 if it cannot (a miss, a verdict outside the home slot, a
+// skip beyond the frame), for fastWalk.
+//
+// It is the public live.Callers' path: that wrapper is inlined into its
+// caller, so the first physical frame records [the wrapper's logical frame,
+// the caller's], both from one return address (runtime.Callers stores the
+// return address for the innermost and the inline mark's pc plus one for
+// the caller, and so does the cache); the public skip 1 (the caller) is
+// skip 1 here and drops the wrapper's, and the answer is the caller's pc
+// followed by the raw return addresses. A caller that is itself inlined
+// shifts them up (pc's last ones are dropped when pc is full).
+func expandFirst(pc []uintptr, m, skip int) int {
+	r := pc[0]
+	w := homeTab[homeHash(r)].Load()
+	if w&addrMask != r || wordKind(w) != kindMany {
+		return -1
+	}
+	e := manyTab[wordIndex(w)].Load()
+	if e == nil || e.ret != r || skip >= len(e.pcs) {
+		return -1
+	}
+	s := len(e.pcs) - 1 - skip // logical pcs added before pc[1:m]
+	if s == 0 {
+		pc[0] = e.pcs[skip]
+		return m
+	}
+	n := min(m+s, len(pc))
+	if 1+s < n {
+		copy(pc[1+s:n], pc[1:])
+	}
+	copy(pc[:n], e.pcs[skip:])
+	return n
 }
 
 // rawEndWhy says why a raw walk stopped at a record with saved frame
