@@ -7,9 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 
-	"github.com/unwindkit/unwindkit/unwind"
 	"github.com/unwindkit/unwindkit/unwind/core"
 )
 
@@ -125,23 +123,7 @@ func printCore(w io.Writer, c *core.Core) error {
 			fmt.Fprintf(w, "shadow call stack: none (%s)\n", t.SCSNote)
 		}
 		cmp := c.Compare(t)
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "#\tSCS raw\tSCS\tFP raw\tFP [origin]\twhy they differ")
-		cell := func(fr unwind.Frame, ok bool) (string, string) {
-			if !ok {
-				return "-", "-"
-			}
-			return fmt.Sprintf("%#x", fr.Raw), sym.Name(fr.PC)
-		}
-		for k, row := range cmp.Rows {
-			sr, sn := cell(row.SCS, row.InSCS)
-			fr, fn := cell(row.FP, row.InFP)
-			if row.InFP {
-				fn += " [" + row.FP.Origin.String() + "]"
-			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", k, sr, sn, fr, fn, row.Note)
-		}
-		if err := tw.Flush(); err != nil {
+		if err := printRows(w, sym, cmp); err != nil {
 			return err
 		}
 		if pc, ok := c.X30Only(t); ok {

@@ -79,23 +79,7 @@ func dump(w io.Writer, path string) error {
 	}
 	fmt.Fprintf(w, "\nSCS copy: %d frames; FP walk: %d frames\n\n", len(traces[unwind.MethodSCS]), len(traces[unwind.MethodFP]))
 	cmp := unwind.CompareTraces(sym, traces[unwind.MethodSCS], traces[unwind.MethodFP])
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tSCS raw\tSCS\tFP raw\tFP [origin]\twhy they differ")
-	cell := func(fr unwind.Frame, ok bool) (string, string) {
-		if !ok {
-			return "-", "-"
-		}
-		return fmt.Sprintf("%#x", fr.Raw), sym.Name(fr.PC)
-	}
-	for i, r := range cmp.Rows {
-		sr, sn := cell(r.SCS, r.InSCS)
-		fr, fn := cell(r.FP, r.InFP)
-		if r.InFP {
-			fn += " [" + r.FP.Origin.String() + "]"
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", i, sr, sn, fr, fn, r.Note)
-	}
-	if err := tw.Flush(); err != nil {
+	if err := printRows(w, sym, cmp); err != nil {
 		return err
 	}
 	for _, m := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
@@ -134,4 +118,26 @@ func missing(expect, got []string) string {
 		return "nothing"
 	}
 	return strings.Join(out, ", ")
+}
+
+// printRows prints a comparison's rows side by side: the SCS copy's and the
+// FP walk's frame in each row, and why they differ.
+func printRows(w io.Writer, sym *unwind.Symbolizer, cmp *unwind.Comparison) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tSCS raw\tSCS\tFP raw\tFP [origin]\twhy they differ")
+	cell := func(fr unwind.Frame, ok bool) (string, string) {
+		if !ok {
+			return "-", "-"
+		}
+		return fmt.Sprintf("%#x", fr.Raw), sym.Name(fr.PC)
+	}
+	for i, r := range cmp.Rows {
+		sr, sn := cell(r.SCS, r.InSCS)
+		fr, fn := cell(r.FP, r.InFP)
+		if r.InFP {
+			fn += " [" + r.FP.Origin.String() + "]"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", i, sr, sn, fr, fn, r.Note)
+	}
+	return tw.Flush()
 }
