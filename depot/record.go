@@ -1,8 +1,8 @@
 package depot
 
 import (
-	"hash/maphash"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sync/atomic"
 	"unsafe"
