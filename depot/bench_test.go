@@ -11,7 +11,8 @@ import (
 // configuration with hit counting on, on one goroutine (g1) and on two
 // (g2, the b.N operations split between two goroutines running at once,
 // so ns/op is wall time per operation). hash/ is the floor: hashing the
-// trace alone, with the function the depot uses. The bodies are package
+// trace alone, with the function the depot uses; plainmap/ is the
+// other floor: a map[string] lookup of the same bytes with no lock. The bodies are package
 // internal/benchbody's, the ones examples/compare runs for the README.
 //
 //	go test -run '^$' -bench . -count 6 ./depot
@@ -36,6 +37,7 @@ func BenchmarkSaveHit(b *testing.B) {
 	for _, g := range goroutines {
 		b.Run("hash/"+g.name, func(b *testing.B) { benchbody.Hash(b, g.g) })
 	}
+	b.Run("plainmap/g1", benchbody.PlainMapHit)
 }
 
 // BenchmarkSaveMiss saves traces never seen before into a store that holds

@@ -73,8 +73,12 @@ type Config struct {
 	// 20 bits for the generation. 0 means DefaultMaxPools; at most
 	// MaxPoolsLimit.
 	MaxPools int
-	// Buckets, if not zero, fixes the number of hash buckets, a power of
-	// two at most 1<<24. 0 lets the table grow with the number of records.
+	// Buckets, if not zero, fixes the number of distinct home slots in
+	// the hash table, a power of two at most 1<<24: every trace hashes to
+	// one of Buckets places and traces that share one are found by
+	// probing past each other, so a small value models unlucky hashing.
+	// The table still grows with the number of records. 0 uses as many
+	// home slots as the table has.
 	Buckets int
 	// Filter, if not nil, is called on the frames of a trace from the
 	// innermost outward before hashing; the trace is cut after the first
@@ -124,7 +128,7 @@ type Depot struct {
 	maxFrames int
 	filter    func(pc uint64) bool
 	countHits bool
-	fixed     bool   // Config.Buckets set: the table never grows
+	homeBits  uint   // hash bits that choose a home slot: log2(Config.Buckets) or maxTableBits
 	poolBits  uint   // P
 	poolMask  uint32 // 1<<P - 1
 	locBits   uint   // P + offsetBits: a record location is the low locBits of a handle
@@ -186,12 +190,11 @@ func (d *Depot) setup(cfg Config) {
 	d.maxWords = recordWords(d.maxFrames)
 	d.pools = make([]atomic.Pointer[pool], np)
 	d.seed = maphash.MakeSeed()
-	nb := cfg.Buckets
-	d.fixed = nb != 0
-	if nb == 0 {
-		nb = initialBuckets
+	d.homeBits = maxTableBits
+	if cfg.Buckets != 0 {
+		d.homeBits = log2ceil(cfg.Buckets)
 	}
-	d.tab.Store(newTable(nb))
+	d.tab.Store(newTable(initialSlots, d.homeBits))
 }
 
 // table returns d's hash table, setting up a zero Depot on first use.
@@ -320,7 +323,7 @@ func (d *Depot) Put(h Handle) error {
 type Stats struct {
 	Pools      int    // pools allocated
 	PoolBytes  int64  // Pools * PoolSize
-	TableBytes int64  // bytes of the bucket table
+	TableBytes int64  // bytes of the hash table
 	UsedBytes  int64  // bytes of pool held by live records
 	InUse      int    // live records (Persistent + Refcounted)
 	Persistent int    // live records that are never evicted
@@ -344,7 +347,7 @@ func (d *Depot) Stats() Stats {
 	defer d.mu.Unlock()
 	var table int64
 	if t := d.tab.Load(); t != nil {
-		table = int64(len(t.buckets)) * 4
+		table = int64(len(t.slots)) * 4
 	}
 	return Stats{
 		Pools:      d.npools,

@@ -785,3 +785,63 @@ func TestHitCount(t *testing.T) {
 		}
 	}
 }
+
+// TestTableChurn evicts and stores refcounted traces for many rounds: the
+// tombstones that evictions leave are dropped by rebuilds, so the table
+// stays the size its live records need, and every live trace is still
+// found (a hit returns its own handle) while the evicted ones are gone.
+func TestTableChurn(t *testing.T) {
+	d := mustNew(t, Config{MaxFrames: 8})
+	const live, rounds = 500, 60
+	all := genTraces(live*rounds, 8, 5)
+	var maxTable int64
+	for r := range rounds {
+		batch := all[r*live : (r+1)*live]
+		hs := make([]Handle, live)
+		for i, tr := range batch {
+			h, err := d.SaveFlags(tr, FlagGet)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs[i] = h
+		}
+		for i, tr := range batch {
+			h, err := d.SaveFlags(tr, FlagGet) // a hit: a second reference
+			if err != nil || h != hs[i] {
+				t.Fatalf("round %d trace %d: hit gave %v, %v; want %v", r, i, h, err, hs[i])
+			}
+		}
+		for _, h := range hs {
+			for range 2 {
+				if err := d.Put(h); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		st := d.Stats()
+		if st.InUse != 0 || st.Free == 0 {
+			t.Fatalf("round %d: %+v after putting every record", r, st)
+		}
+		maxTable = max(maxTable, st.TableBytes)
+	}
+	// 500 live entries need 1,024 slots at most 13/16 full; tombstones
+	// may double that once, never more.
+	if maxTable > 2048*4 {
+		t.Errorf("table grew to %d bytes for %d live records at a time", maxTable, live)
+	}
+	if h, err := d.SaveFlags(all[0], FlagGet); err != nil || h == 0 {
+		t.Fatalf("re-save after churn: %v, %v", h, err)
+	}
+	if n, err := d.Len(d.mustSave(t, all[0])); err != nil || n != 8 {
+		t.Fatalf("Len after churn: %d, %v", n, err)
+	}
+}
+
+func (d *Depot) mustSave(t *testing.T, tr []uint64) Handle {
+	t.Helper()
+	h, err := d.Save(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}

@@ -9,8 +9,8 @@ import "hash/maphash"
 // the cost for a 32-frame trace), so a depot lookup pays no more for
 // hashing than a map lookup of the same bytes. It is not a cryptographic
 // hash: the depot compares every frame of a candidate before it trusts a
-// match, so a collision only costs a longer chain; the seed is random per
-// depot so that crafted traces cannot force long chains across runs.
+// match, so a collision only costs a longer probe; the seed is random per
+// depot so that crafted traces cannot force long probes across runs.
 func hashWords(d *Depot, w []uint64) uint64 {
 	return maphash.Comparable(d.seed, bytesOf(w))
 }

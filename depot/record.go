@@ -2,6 +2,7 @@ package depot
 
 import (
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sync/atomic"
 	"unsafe"
@@ -27,26 +28,21 @@ var _ = [1]struct{}{}[poolWords-slotWords<<offsetBits] // PoolSize matches the o
 // concurrently with writers.
 type pool [poolWords]uint64
 
-// Link word (header word 0) of a record: the chain link to the next record
-// of its bucket, and the key that a lookup compares before the frames.
-//
-//	bits  0..26  next record location (0: end of chain)
-//	bits 27..35  number of frames (1..256)
-//	bits 36..63  hash tag: the top 28 bits of the trace's hash
+// Key word (header word 0) of a record: the trace's hash with its low
+// sizeBits bits replaced by the number of frames. A lookup compares it
+// before the frames; the table is rebuilt from it.
 const (
-	nextBits = 27 // a location: up to 15 pool bits and 12 offset bits
+	nextBits = 27 // a record location: up to 15 pool bits and 12 offset bits
 	nextMask = 1<<nextBits - 1
 	sizeBits = 9
 	sizeMask = 1<<sizeBits - 1
-	tagBits  = 64 - nextBits - sizeBits
-	keyShift = nextBits
 )
 
 // Compile-time checks (a negative constant does not convert to uint).
 const (
-	_ uint = nextBits - log2MaxPools - offsetBits    // a location fits the link
-	_ uint = sizeMask - MaxFramesLimit               // a length fits the link
-	_ uint = tagBits - maxTableBits                  // the bucket index is part of the tag
+	_ uint = nextBits - log2MaxPools - offsetBits    // a location fits an entry
+	_ uint = sizeMask - MaxFramesLimit               // a length fits the key
+	_ uint = 64 - sizeBits - maxTableBits            // the home bits are hash bits the key keeps
 	_ uint = 32 - log2MaxPools - offsetBits - minGen // at least minGen generation bits
 )
 
@@ -57,11 +53,10 @@ const (
 	minGen       = 5
 )
 
-// keyOf is the key of a trace of n frames with hash: the link word's bits
-// above the next field.
-func keyOf(hash uint64, n int) uint64 { return hash>>(64-tagBits)<<sizeBits | uint64(n) }
+// keyOf is the key word of a trace of n frames with hash.
+func keyOf(hash uint64, n int) uint64 { return hash&^sizeMask | uint64(n) }
 
-func frameCount(link uint64) int { return int(link >> keyShift & sizeMask) }
+func frameCount(key uint64) int { return int(key & sizeMask) }
 
 // State word (header word 1) of a record slot.
 //
@@ -162,8 +157,23 @@ func (d *Depot) resolve(h Handle) (*pool, int, uint64, error) {
 }
 
 func (d *Depot) fetch(h Handle, dst []uint64) ([]uint64, error) {
-	p, off, st := d.record(h)
+	// record(h), written out: Fetch is the hot path that resolves handles.
+	if d.tab.Load() == nil {
+		return dst, d.handleError(h)
+	}
+	idx := uint32(h) & d.poolMask
+	if h == 0 || idx >= uint32(len(d.pools)) {
+		return dst, d.handleError(h)
+	}
+	p := d.pools[idx].Load()
 	if p == nil {
+		return dst, d.handleError(h)
+	}
+	unit := uint32(h) >> d.poolBits & (1<<offsetBits - 1)
+	off := int(unit) * slotWords
+	st := atomic.LoadUint64(&p[off+1])
+	if atomic.LoadUint64(&p[unit/64])>>(unit%64)&1 == 0 ||
+		st&stLive == 0 || st>>stSeqShift&d.genMask != uint64(h)>>d.locBits {
 		return dst, d.handleError(h)
 	}
 	// Read after the state: if the state is unchanged afterwards, the
@@ -173,7 +183,10 @@ func (d *Depot) fetch(h Handle, dst []uint64) ([]uint64, error) {
 		return dst, overrun(h, n, off)
 	}
 	base := len(dst)
-	dst = slices.Grow(dst, n)[:base+n]
+	if cap(dst)-base < n {
+		dst = slices.Grow(dst, n)
+	}
+	dst = dst[:base+n]
 	readFrames(dst[base:], p[off+hdrWords:off+hdrWords+n])
 	// Sequence check: if a refcounted record was evicted (and perhaps
 	// reused) while we copied, the frames may be a mix; report the handle
@@ -207,33 +220,27 @@ func cut(filter func(pc uint64) bool, trace []uint64) []uint64 {
 	return trace
 }
 
-// lookup walks the chain of trace w in t. bounded limits the walk for
-// lock-free callers. It returns the record and the state word read before
-// its key and frames were compared; a lock-free caller must validate that
-// state before trusting the match (see saveWords).
-func lookup(d *Depot, t *table, w []uint64, hash uint64, bounded bool) (uint32, *pool, int, uint64, bool) {
+// lookup probes t for trace w under the lock. It returns the record and
+// its state word.
+func lookup(d *Depot, t *table, w []uint64, hash uint64) (uint32, *pool, int, uint64, bool) {
 	key := keyOf(hash, len(w))
-	loc := atomic.LoadUint32(t.bucket(hash))
-	for steps := 0; loc != 0; steps++ {
-		if bounded && steps >= maxLockFreeSteps {
+	tag := entryOf(hash, 0)
+	i := t.home(hash)
+	for steps := uint64(0); steps <= t.mask; steps++ {
+		e := atomic.LoadUint32(&t.slots[i])
+		if e == 0 {
 			break
 		}
-		p, off := d.at(loc)
-		if p == nil {
-			break // cannot happen: chains hold records of allocated pools
-		}
-		// The state is read first: the key and frames read after it
-		// belong to the record it names if the caller's validation finds
-		// the state unchanged.
-		st := atomic.LoadUint64(&p[off+1])
-		link := atomic.LoadUint64(&p[off])
-		if link>>keyShift == key && st&stLive != 0 && equalFrames(p[off+hdrWords:], w) {
-			if testHookAfterRead != nil {
-				testHookAfterRead()
+		if e&^nextMask == tag && e != tombstone {
+			loc := e & nextMask
+			if p, off := d.at(loc); p != nil {
+				st := atomic.LoadUint64(&p[off+1])
+				if atomic.LoadUint64(&p[off]) == key && st&stLive != 0 && equalFrames(p[off+hdrWords:], w) {
+					return loc, p, off, st, true
+				}
 			}
-			return loc, p, off, st, true
 		}
-		loc = uint32(link) & nextMask
+		i = (i + 1) & t.mask
 	}
 	return 0, nil, 0, 0, false
 }
@@ -256,7 +263,11 @@ func (d *Depot) save(trace []uint64, flags Flags) (Handle, error) {
 	if len(trace) == 0 {
 		return 0, ErrEmpty
 	}
-	return saveWords(d, t, trace, flags)
+	h, hash := d.hit(t, trace, flags)
+	if h != 0 {
+		return h, nil
+	}
+	return saveSlow(d, trace, hash, flags)
 }
 
 // savePCs saves program counters as the trace of the same values.
@@ -275,25 +286,60 @@ func (d *Depot) savePCs(pcs []uintptr, flags Flags) (Handle, error) {
 	return d.save(buf[:n], flags)
 }
 
-// saveWords saves the filtered, truncated, non-empty trace w.
-func saveWords(d *Depot, t *table, w []uint64, flags Flags) (Handle, error) {
-	hash := hashWords(d, w)
-	// Fast path, no lock. A persistent record is never evicted, so frames
-	// compared after seeing it persistent are its own. A refcounted one
-	// is returned only by the CAS that takes the reference: it fails if
-	// the slot was evicted since the state was read, however often it was
-	// reused (the full 40-bit sequence is compared).
-	if loc, p, off, st, ok := lookup(d, t, w, hash, true); ok {
-		if st&stPersistent != 0 ||
-			flags&FlagGet != 0 && st&stRefMask < stRefMask &&
-				atomic.CompareAndSwapUint64(&p[off+1], st, st+1) {
-			if d.countHits {
-				d.hits[hash%hitShards].n.Add(1)
-			}
-			return d.handle(loc, st), nil
+// hit is the lock-free lookup of a save: the handle of the stored trace w,
+// or 0 if the trace must be looked up again under the lock (not found
+// within maxLockFreeSteps probes, or a refcounted record that a plain
+// Save must pin or whose reference could not be taken). A persistent
+// record is never evicted, so frames compared after seeing it persistent
+// are its own. A refcounted one is returned only by the CAS that takes the
+// reference: it fails if the slot was evicted since the state was read,
+// however often it was reused (the full 40-bit sequence is compared).
+//
+// It returns the trace's hash too, for the slow path.
+func (d *Depot) hit(t *table, w []uint64, flags Flags) (Handle, uint64) {
+	hash := maphash.Comparable(d.seed, bytesOf(w)) // hashWords, which is over the inlining budget
+	key := keyOf(hash, len(w))
+	tag := entryOf(hash, 0)
+	slots, mask := t.slots, t.mask
+	i := t.home(hash)
+	for range maxLockFreeSteps {
+		e := atomic.LoadUint32(&slots[i&mask])
+		if e == 0 {
+			return 0, hash
 		}
+		i++
+		if e&^nextMask != tag || e == tombstone {
+			continue
+		}
+		loc := e & nextMask
+		idx := loc & d.poolMask
+		if idx >= uint32(len(d.pools)) {
+			return 0, hash // cannot happen: entries name records of allocated pools
+		}
+		p := d.pools[idx].Load()
+		if p == nil {
+			return 0, hash
+		}
+		off := loc >> d.poolBits & (1<<offsetBits - 1) * slotWords
+		// The state is read first: the key and frames read after it
+		// belong to the record it names if the state is validated.
+		st := atomic.LoadUint64(&p[off+1])
+		if atomic.LoadUint64(&p[off]) != key || st&stLive == 0 || !equalFrames(p[off+hdrWords:], w) {
+			continue
+		}
+		if testHookAfterRead != nil {
+			testHookAfterRead()
+		}
+		if st&stPersistent == 0 && (flags&FlagGet == 0 || st&stRefMask == stRefMask ||
+			!atomic.CompareAndSwapUint64(&p[off+1], st, st+1)) {
+			return 0, hash
+		}
+		if d.countHits {
+			d.hits[hash%hitShards].n.Add(1)
+		}
+		return d.handle(loc, st), hash
 	}
-	return saveSlow(d, w, hash, flags)
+	return 0, hash
 }
 
 // saveSlow looks the trace up again under the lock and inserts it if it is
@@ -302,7 +348,7 @@ func saveSlow(d *Depot, w []uint64, hash uint64, flags Flags) (Handle, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t := d.tab.Load()
-	if loc, p, off, st, ok := lookup(d, t, w, hash, false); ok {
+	if loc, p, off, st, ok := lookup(d, t, w, hash); ok {
 		// Under the lock the record cannot be evicted, but lock-free Get
 		// and Put may change its count (never to zero: the last Put takes
 		// the lock).
@@ -328,14 +374,10 @@ func saveSlow(d *Depot, w []uint64, hash uint64, flags Flags) (Handle, error) {
 		d.nospace++
 		return 0, err
 	}
-	if !d.fixed && d.persistent+d.refcounted >= len(t.buckets) && t.shift > 64-maxTableBits {
-		t = d.growLocked(t)
-	}
-	b := t.bucket(hash)
 	sw := &p[off+1]
 	seq := atomic.LoadUint64(sw) & stSeqMask // a reused slot's sequence, 0 if fresh
 	writeFrames(p[off+hdrWords:off+hdrWords+n], w)
-	atomic.StoreUint64(&p[off], keyOf(hash, n)<<keyShift|uint64(atomic.LoadUint32(b)))
+	atomic.StoreUint64(&p[off], keyOf(hash, n))
 	st := stLive | seq
 	if evictable {
 		st |= 1
@@ -348,7 +390,7 @@ func saveSlow(d *Depot, w []uint64, hash uint64, flags Flags) (Handle, error) {
 	unit := off / slotWords
 	atomic.OrUint64(&p[unit/64], 1<<(unit%64))
 	// Publish: from here lock-free readers can reach the record.
-	atomic.StoreUint32(b, loc)
+	d.insertLocked(t, hash, loc)
 	d.misses++
 	return d.handle(loc, st), nil
 }
@@ -417,24 +459,7 @@ func (d *Depot) evictLocked(p *pool, off int, st uint64, loc uint32) bool {
 	if !atomic.CompareAndSwapUint64(&p[off+1], st, dead) {
 		return false
 	}
-	// Unlink from the chain. Under the lock chains are acyclic and every
-	// live record is on the chain of its tag's bucket.
-	link := atomic.LoadUint64(&p[off])
-	next := uint32(link) & nextMask
-	b := d.tab.Load().bucket(linkHash(link))
-	if atomic.LoadUint32(b) == loc {
-		atomic.StoreUint32(b, next)
-	} else {
-		for cur := atomic.LoadUint32(b); cur != 0; {
-			cp, coff := d.at(cur)
-			cl := atomic.LoadUint64(&cp[coff])
-			if uint32(cl)&nextMask == loc {
-				atomic.StoreUint64(&cp[coff], cl&^nextMask|uint64(next))
-				break
-			}
-			cur = uint32(cl) & nextMask
-		}
-	}
+	d.removeLocked(d.tab.Load(), atomic.LoadUint64(&p[off]), loc)
 	d.free.push(loc)
 	d.freeBytes += int64(d.maxWords) * 8
 	d.usedBytes -= int64(d.maxWords) * 8

@@ -101,7 +101,7 @@ func TestShortRun(t *testing.T) {
 		{"Shadow call stack entry policies", 9,
 			[]string{"thread_info", "thread_info", "thread_info", "on-stack", "on-stack", "on-stack", "per-cpu", "per-cpu", "per-cpu"}, 5, []int{4}},
 		{"Live Go unwinding", 3, []string{"8", "32", "128"}, -1, []int{1, 2}},
-		{"Stack depot", 4, nil, 3, []int{1, 2}},
+		{"Stack depot", 6, nil, 4, []int{1, 2, 3}},
 		{"One KASAN stack recording", 8, nil, 5, []int{3, 4}},
 		{"KASAN workload on the model", 6, nil, 4, []int{2, 3}},
 	}
@@ -143,8 +143,8 @@ func TestShortRun(t *testing.T) {
 			}
 		}
 	}
-	// Depot: the four operations.
-	for j, op := range []string{"save, hit", "save, hit, ", "save, miss", "fetch"} {
+	// Depot: three operations on one goroutine and on several.
+	for j, op := range []string{"save, hit", "save, hit, ", "save, miss", "save, miss, ", "fetch", "fetch, "} {
 		if !strings.HasPrefix(tables[3].rows[j][0], op) {
 			t.Errorf("depot row %d is %q, want %q...", j, tables[3].rows[j][0], op)
 		}

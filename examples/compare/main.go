@@ -268,29 +268,37 @@ func liveUnwind(w io.Writer, b bench) error {
 func depotTable(w io.Writer, b bench) error {
 	fmt.Fprintf(w, "#### Stack depot: ns per operation (%d distinct traces of %d frames)\n", benchbody.DepotTraces, benchbody.DepotDepth)
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| operation | depot | map+mutex baseline | baseline / depot |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|")
+	fmt.Fprintln(w, "| operation | depot | map+mutex | sync.Map | better peer / depot |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
 	// The bodies of go test -bench ./depot, on the same traces: the depot
-	// and its map-behind-a-mutex peer.
-	dp, mp := benchbody.DepotPeers[0], benchbody.DepotPeers[1]
+	// and its two peers, a map behind a mutex and a sync.Map.
+	dp, mp, sp := benchbody.DepotPeers[0], benchbody.DepotPeers[1], benchbody.DepotPeers[2]
 	procs := runtime.GOMAXPROCS(0)
-	rows := []struct {
+	type row struct {
 		name string
 		body func(*testing.B, benchbody.Peer, int)
 		g    int
-	}{
-		{"save, hit", benchbody.SaveHit, 1},
-		{fmt.Sprintf("save, hit, %d goroutines", procs), benchbody.SaveHit, procs},
-		{"save, miss", benchbody.SaveMiss, 1},
-		{"fetch", benchbody.Fetch, 1},
+	}
+	var rows []row
+	for _, op := range []struct {
+		name string
+		body func(*testing.B, benchbody.Peer, int)
+	}{{"save, hit", benchbody.SaveHit}, {"save, miss", benchbody.SaveMiss}, {"fetch", benchbody.Fetch}} {
+		rows = append(rows, row{op.name, op.body, 1}, row{fmt.Sprintf("%s, %d goroutines", op.name, procs), op.body, procs})
 	}
 	for _, r := range rows {
-		ns, err := b.run(func(tb *testing.B) { r.body(tb, dp, r.g) }, func(tb *testing.B) { r.body(tb, mp, r.g) })
+		ns, err := b.run(func(tb *testing.B) { r.body(tb, dp, r.g) }, func(tb *testing.B) { r.body(tb, mp, r.g) },
+			func(tb *testing.B) { r.body(tb, sp, r.g) })
 		if err != nil {
 			return fmt.Errorf("depot %s: %w", r.name, err)
 		}
-		fmt.Fprintf(w, "| %s | %.1f | %.1f | %s |\n", r.name, ns[0], ns[1], ratio(ns[1]/ns[0]))
+		fmt.Fprintf(w, "| %s | %.1f | %.1f | %.1f | %s |\n", r.name, ns[0], ns[1], ns[2], ratio(min(ns[1], ns[2])/ns[0]))
 	}
+	floor, err := b.run(func(tb *testing.B) { benchbody.Hash(tb, 1) }, benchbody.PlainMapHit)
+	if err != nil {
+		return fmt.Errorf("depot floors: %w", err)
+	}
+	fmt.Fprintf(w, "\nFloors of a hit on one goroutine: hashing the trace alone %.1f ns; a map[string] lookup of the same bytes with no lock at all %.1f ns.\n", floor[0], floor[1])
 	d, err := depot.New(depot.Config{})
 	if err != nil {
 		return err
@@ -302,7 +310,7 @@ func depotTable(w io.Writer, b bench) error {
 		}
 	}
 	st := d.Stats()
-	fmt.Fprintf(w, "\nDepot memory: %d bytes of pool for %d traces (%.0f bytes per trace, %d frames each), plus %d bytes of buckets.\n\n",
+	fmt.Fprintf(w, "\nDepot memory: %d bytes of pool for %d traces (%.0f bytes per trace, %d frames each), plus %d bytes of hash table.\n\n",
 		st.UsedBytes, st.InUse, float64(st.UsedBytes)/float64(st.InUse), benchbody.DepotDepth, st.TableBytes)
 	return nil
 }

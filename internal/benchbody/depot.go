@@ -230,6 +230,25 @@ func Hash(b *testing.B, g int) {
 	Run(g, b.N, op)
 }
 
+// PlainMapHit is a floor for SaveHit on one goroutine: the stored traces
+// looked up in a map[string]uint32 with no lock at all (not safe for
+// concurrent use, so it is no peer): the hash, the probe and the compare
+// of the same bytes, and nothing else.
+func PlainMapHit(b *testing.B) {
+	set, _ := DepotTraceSet()
+	m := make(map[string]uint32, len(set))
+	for i, tr := range set {
+		m[traceString(slices.Clone(tr))] = uint32(i + 1)
+	}
+	var sink uint32
+	b.ReportAllocs()
+	b.ResetTimer()
+	Run(1, b.N, func(_, i int) { sink += m[traceString(set[i%DepotTraces])] })
+	if sink == 0 && b.N > 0 {
+		b.Fatal("no trace found")
+	}
+}
+
 // traceString views a trace's frames as a string, without copying.
 func traceString(t []uint64) string {
 	return unsafe.String((*byte)(unsafe.Pointer(unsafe.SliceData(t))), 8*len(t))
