@@ -25,30 +25,33 @@ func getfp() unsafe.Pointer
 // runtime.cgocallback (the last pc stored). A walk stopped by a broken frame
 // record returns the frames found so far and a *errs.CorruptError.
 //
+// The common case (skip up to maxFastSkip, no cgo boundary learned yet, a
+// healthy chain) runs skipFP's and fpLoop's loops inlined, with nothing
+// before them but getfp and three tests; everything else, and a walk that
+// stops at a record that broke a rule (which needs the error, or the
+// boundary check), is walkFP's from the same first record.
+//
 //go:noinline
 //go:norace
 //go:nocheckptr
 func CallersFP(skip int, pc []uintptr) (int, error) {
-	if skip == 0 && len(pc) != 0 {
-		var n, why int
-		if stop := stopPC.Load(); stop == 0 {
-			n, why = countWalk0(getfp(), pc) // inlined: no call of its own
-		} else {
-			n, why = countWalk(getfp(), pc, stop)
+	start := getfp()
+	if uint(skip) <= maxFastSkip && len(pc) != 0 && stopPC.Load() == 0 {
+		fp := start
+		if skip != 0 {
+			fp = skipFP(start, skip) // inlined: no call of its own
 		}
-		if why != rawBad {
-			return n, nil
+		if fp != nil {
+			if n, why := fpLoop(start, fp, pc); why != rawBad { // inlined
+				return n, nil
+			}
 		}
-		return n, fpBad(getfp(), pc[:n])
 	}
-	return walkFP(getfp(), skip, pc)
+	return walkFP(start, skip, pc)
 }
 
-// fpBad returns the error of CallersFP's walk from start that stored pc
-// and stopped at its last record for a broken rule.
-func fpBad(start unsafe.Pointer, pc []uintptr) error {
-	return endErr(rawBad, start, skipRecords(start, len(pc)-1), pc[len(pc)-1])
-}
+// maxFastSkip is the largest skip CallersFP drops in its inlined loop.
+const maxFastSkip = 16
 
 // maxSkip is the largest skip Callers walks for; a larger one is answered
 // by runtime.Callers.

@@ -60,16 +60,17 @@ func TestWalkLoopsCallNothing(t *testing.T) {
 		funcs[cur] += line + "\n"
 	}
 	allowed := map[string][]string{
-		"walkProbe":  {"live.rawEndWhy"}, // on its way out
-		"rawWalk":    nil,
-		"countWalk":  {"live.countWalk0"}, // without optimisation: not inlined
-		"countWalk0": nil,
-		// CallersFP has countWalk0's loop inlined (a call without
-		// optimisation): besides the walks, the load of stopPC (a call
+		"walkProbe": {"live.rawEndWhy"}, // on its way out
+		"rawWalk":   nil,
+		"countWalk": {"live.fpLoop", "live.rawWalk"}, // fpLoop: without optimisation
+		"fpLoop":    nil,
+		"skipFP":    nil,
+		// CallersFP has skipFP's and fpLoop's loops inlined (calls
+		// without optimisation): besides them, the load of stopPC (a call
 		// without optimisation and in race builds) and getfp (NOSPLIT
-		// assembly), all before a loop starts, it calls only what it
-		// calls after its loop has ended.
-		"CallersFP": {"live.getfp", "live.countWalk", "live.walkFP", "live.fpBad",
+		// assembly), all before a loop starts, it calls only walkFP,
+		// after its loops have ended.
+		"CallersFP": {"live.getfp", "live.skipFP", "live.fpLoop", "live.walkFP",
 			"sync/atomic.(*Uintptr).Load"},
 		"skipRecords": nil,
 	}

@@ -198,6 +198,15 @@ func FuzzWalkLoops(f *testing.F) {
 		if stop != 0 {
 			return
 		}
+		// skipFP (CallersFP's skip) arrives where rawWalk continues
+		// after as many records, or gives up (nil) where rawWalk stops.
+		{
+			s := int(size)%8 + 1
+			_, swhy, next := rawWalk(fk.fp(0), fk.fp(0), make([]uintptr, s), 0)
+			if got := skipFP(fk.fp(0), s); (swhy == rawFull) != (got != nil) || got != nil && got != next {
+				t.Fatalf("skipFP %d: %p, rawWalk %d %p", s, got, swhy, next)
+			}
+		}
 		got = got[:len(want)]
 		if pn, pwhy, ok := probeWalkOf(fk.fp(0), got); ok && (pn != n || pwhy != why || !slices.Equal(got[:pn], want[:n])) {
 			t.Fatalf("walkProbe %d %d %#x, rawWalk %d %d %#x", pn, pwhy, got[:pn], n, why, want[:n])
