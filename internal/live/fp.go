@@ -128,6 +128,11 @@ func expandFirst(pc []uintptr, m, skip int) int {
 	s := len(e.pcs) - 1 - skip // logical pcs added before pc[1:m]
 	if s == 0 {
 		pc[0] = e.pcs[skip]
+		if d := int64(e.pcs[1] - r); skip == 1 && d == int64(int16(d)) {
+			// The public Callers(1)'s common case: answered by
+			// firstTab from now on.
+			firstTab[firstHash(r)].CompareAndSwap(0, r|uintptr(uint16(d))<<addrBits)
+		}
 		return m
 	}
 	n := min(m+s, len(pc))
