@@ -60,11 +60,17 @@ const maxSkip = 1 << 12
 // walkProbe is rawWalk from start that also probes the home slot of each
 // return address after the first on the way: the common case of Callers
 // in one small leaf loop that runs from registers. The probes do not feed
-// the walk's chain of loads, so they run in its shadow; their verdict
-// accumulates without a branch: miss is 0 when every frame stored after
-// the first records itself. The first frame, the one that called Callers,
-// is left to Callers (and expandFirst): through the public wrapper, inlined into
-// its caller, it is the frame whose expansion the skip cuts.
+// the walk's chain of loads, so they run in its shadow. miss is 0 when
+// every frame stored after the first records itself; at the first frame
+// that does not (a miss, which is also every frame that returns into the
+// known boundary stop: its verdict is kindSlow), the walk stops early and
+// returns as if pc were full (rawFull, fp the next record, which passed
+// the rules), with miss set, or with the reason the chain ends there: Callers
+// goes on from there with fastWalk and rawWalk. So the loop needs neither
+// a compare with stop nor a register for the verdict. The first frame,
+// the one that called Callers, is left to Callers (and expandFirst):
+// through the public wrapper, inlined into its caller, it is the frame
+// whose expansion the skip cuts.
 //
 //go:norace
 //go:nocheckptr
@@ -90,13 +96,19 @@ func walkProbe(start unsafe.Pointer, pc []uintptr, stop uintptr) (m, why int, fp
 		next := *(*unsafe.Pointer)(fp)
 		pc[n] = ret
 		// homeHash(ret), written out: no call in this loop, even at -N -l.
-		miss |= atomic.LoadUintptr((*uintptr)(unsafe.Pointer(&homeTab[(uint64(ret)*hashMul)>>hashShift]))) ^ ret
-		if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
+		w := atomic.LoadUintptr((*uintptr)(unsafe.Pointer(&homeTab[(uint64(ret)*hashMul)>>hashShift])))
+		if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || w != ret {
+			if w != ret {
+				miss = 1
+				if u := uintptr(next); ret != stop && u > uintptr(fp) && u < limit && u&(ptrSize-1) == 0 {
+					return n + 1, rawFull, next, miss // stop early, at a record that passed
+				}
+			}
 			return n + 1, rawEndWhy(u, ret, stop), fp, miss
 		}
 		fp = next
 	}
-	return len(pc), rawFull, fp, miss
+	return len(pc), rawFull, fp, 0
 }
 
 // expandFirst finishes Callers' common case when the first frame, the one

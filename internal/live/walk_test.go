@@ -195,6 +195,10 @@ func FuzzWalkLoops(f *testing.F) {
 				t.Fatalf("%s %d %d %#x, rawWalk %d %d %#x", w.name, cn, cwhy, got[:cn], n, why, want[:n])
 			}
 		}
+		pgot := make([]uintptr, len(want))
+		if pn, pwhy, ok := probeWalkOf(fk.fp(0), pgot, stop); ok && (pn != n || pwhy != why || !slices.Equal(pgot[:pn], want[:n])) {
+			t.Fatalf("walkProbe %d %d %#x, rawWalk %d %d %#x", pn, pwhy, pgot[:pn], n, why, want[:n])
+		}
 		if stop != 0 {
 			return
 		}
@@ -206,10 +210,6 @@ func FuzzWalkLoops(f *testing.F) {
 			if got := skipFP(fk.fp(0), s); (swhy == rawFull) != (got != nil) || got != nil && got != next {
 				t.Fatalf("skipFP %d: %p, rawWalk %d %p", s, got, swhy, next)
 			}
-		}
-		got = got[:len(want)]
-		if pn, pwhy, ok := probeWalkOf(fk.fp(0), got); ok && (pn != n || pwhy != why || !slices.Equal(got[:pn], want[:n])) {
-			t.Fatalf("walkProbe %d %d %#x, rawWalk %d %d %#x", pn, pwhy, got[:pn], n, why, want[:n])
 		}
 	})
 }
