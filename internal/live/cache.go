@@ -230,7 +230,9 @@ func insert(ret uintptr, shown []uintptr, slow bool, pass func(uintptr) bool) (r
 	}
 	var w uintptr
 	switch {
-	case slow:
+	case slow, ret == stopPC.Load():
+		// The known boundary is never a home-slot hit: walkProbe
+		// compares it with stop only on a miss.
 		w = word(ret, kindSlow, 0)
 	case len(shown) == 0:
 		w = word(ret, kindHidden, 0)

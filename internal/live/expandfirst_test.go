@@ -92,3 +92,19 @@ func TestExpandFirstRemembersPublicSkip(t *testing.T) {
 		t.Fatalf("after resetCache the slot holds %#x", w)
 	}
 }
+
+// The known boundary is never published as a frame that records itself,
+// whatever a learning pass saw: walkProbe's loop relies on its home-slot
+// compare failing there to compare it with the boundary.
+func TestBoundaryNeverSelf(t *testing.T) {
+	resetCache()
+	defer resetCache()
+	old := stopPC.Load()
+	defer stopPC.Store(old)
+	const ret = 0x4d0010
+	stopPC.Store(ret)
+	insert(ret, []uintptr{ret}, false, func(uintptr) bool { return true })
+	if w, ok := find(ret); !ok || wordKind(w) != kindSlow || homeTab[homeHash(ret)].Load() == ret {
+		t.Fatalf("boundary published as %#x (found %v), want kindSlow", w, ok)
+	}
+}
