@@ -39,3 +39,9 @@ func callersSlow(skip int, pc []uintptr) int {
 	}
 	return runtime.Callers(clampSkip(skip)+2, pc)
 }
+
+// UncheckedFP returns errs.ErrNotSupported: this GOARCH keeps no frame
+// pointers (see the amd64 and arm64 UncheckedFP, a benchmark baseline).
+func UncheckedFP(skip int, pc []uintptr) (int, error) {
+	return 0, errs.ErrNotSupported
+}

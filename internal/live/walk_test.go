@@ -305,3 +305,24 @@ func TestCountWalkLimit(t *testing.T) {
 		}
 	}
 }
+
+// UncheckedFP, the benchmarks' baseline, stores what CallersFP stores on a
+// healthy stack, for every skip, so that the two are timed on the same
+// work.
+func TestUncheckedFPMatchesCallersFP(t *testing.T) {
+	if !Supported {
+		t.Skip("no frame pointers")
+	}
+	for skip := range 6 {
+		a, b := make([]uintptr, 64), make([]uintptr, 64)
+		na, err := CallersFP(skip, a)
+		nb, _ := UncheckedFP(skip, b)
+		from := 0
+		if skip == 0 {
+			from = 1 // the test's own frame: two call sites
+		}
+		if err != nil || na != nb || na < 3-skip || !slices.Equal(a[from:na], b[from:nb]) {
+			t.Fatalf("skip %d: CallersFP %d %v %#x, UncheckedFP %d %#x", skip, na, err, a[:na], nb, b[:nb])
+		}
+	}
+}
