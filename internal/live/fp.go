@@ -26,7 +26,7 @@ func getfp() unsafe.Pointer
 // record returns the frames found so far and a *errs.CorruptError.
 //
 // The common case (skip up to maxFastSkip, no cgo boundary learned yet, a
-// healthy chain) runs skipFP's and fpLoop's loops inlined, with nothing
+// healthy chain) runs skipFP's and FPLoop's loops inlined, with nothing
 // before them but getfp and three tests; everything else, and a walk that
 // stops at a record that broke a rule (which needs the error, or the
 // boundary check), is walkFP's from the same first record.
@@ -42,7 +42,7 @@ func CallersFP(skip int, pc []uintptr) (int, error) {
 			fp = skipFP(start, skip) // inlined: no call of its own
 		}
 		if fp != nil {
-			if n, why := fpLoop(start, fp, pc); why != rawBad { // inlined
+			if n, ok := FPLoop(start, fp, pc); ok { // inlined
 				return n, nil
 			}
 		}

@@ -62,15 +62,15 @@ func TestWalkLoopsCallNothing(t *testing.T) {
 	allowed := map[string][]string{
 		"walkProbe": {"live.rawEndWhy"}, // on its way out
 		"rawWalk":   nil,
-		"countWalk": {"live.fpLoop", "live.rawWalk"}, // fpLoop: without optimisation
-		"fpLoop":    nil,
+		"countWalk": {"live.FPLoop", "live.rawWalk", "live.skipRecords"}, // FPLoop: without optimisation
+		"FPLoop":    nil,
 		"skipFP":    nil,
-		// CallersFP has skipFP's and fpLoop's loops inlined (calls
+		// CallersFP has skipFP's and FPLoop's loops inlined (calls
 		// without optimisation): besides them, the load of stopPC (a call
 		// without optimisation and in race builds) and getfp (NOSPLIT
 		// assembly), all before a loop starts, it calls only walkFP,
 		// after its loops have ended.
-		"CallersFP": {"live.getfp", "live.skipFP", "live.fpLoop", "live.walkFP",
+		"CallersFP": {"live.getfp", "live.skipFP", "live.FPLoop", "live.walkFP",
 			"sync/atomic.(*Uintptr).Load"},
 		"skipRecords": nil,
 	}

@@ -158,26 +158,34 @@ func rawWalk(start, fp unsafe.Pointer, pc []uintptr, stop uintptr) (int, int, un
 }
 
 // countWalk is CallersFP's walk from start as one function, for the tests
-// that compare it with rawWalk on crafted chains: fpLoop (CallersFP's
+// that compare it with rawWalk on crafted chains: FPLoop (CallersFP's
 // inlined loop) when no boundary is known, else rawWalk's count and reason.
 //
 //go:norace
 //go:nocheckptr
 func countWalk(start unsafe.Pointer, pc []uintptr, stop uintptr) (int, int) {
 	if stop == 0 {
-		return fpLoop(start, start, pc)
+		n, ok := FPLoop(start, start, pc)
+		switch {
+		case !ok:
+			return n, rawBad
+		case n < len(pc) || n > 0 && *(*uintptr)(skipRecords(start, n-1)) == 0:
+			return n, rawEnd
+		}
+		return n, rawFull
 	}
 	n, why, _ := rawWalk(start, start, pc, stop)
 	return n, why
 }
 
-// fpLoop is rawWalk from the record fp of a walk that started at start,
-// for CallersFP's common case: no boundary known (stopPC == 0), and only
-// the count and the reason returned, so that its loop keeps no copy of the
-// record it stopped at. It is small enough to be inlined into CallersFP (no
-// call and return of its own; the loop still calls nothing, and limit is
-// computed right before it, clamped with min to stay under the inlining
-// budget).
+// FPLoop is rawWalk from the record fp of a walk that started at start,
+// for CallersFP's common case (and unwind/live.CallersFP's, hence
+// exported): no boundary known (stopPC == 0), and only the count returned
+// and whether the walk ended without a broken rule (pc full, or the end
+// of the chain), so that its loop keeps no copy of the record it stopped
+// at. It is small enough to be inlined into CallersFP (no call and return
+// of its own; the loop still calls nothing, and limit is computed right
+// before it, clamped with min to stay under the inlining budget).
 //
 // What its checks cost, measured on an AMD EPYC (-cpu=1, against
 // uncheckedFP, gounwind's loop in the same shape): its strictly rising
@@ -195,21 +203,18 @@ func countWalk(start unsafe.Pointer, pc []uintptr, stop uintptr) (int, int) {
 //
 //go:norace
 //go:nocheckptr
-func fpLoop(start, fp unsafe.Pointer, pc []uintptr) (int, int) {
+func FPLoop(start, fp unsafe.Pointer, pc []uintptr) (int, bool) {
 	limit := min(uintptr(start), ^uintptr(0)-maxStack) + maxStack // limitFor(start), clamped
 	for n := range pc {
 		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
 		next := *(*unsafe.Pointer)(fp)
 		pc[n] = ret
 		if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 {
-			if u == 0 {
-				return n + 1, rawEnd
-			}
-			return n + 1, rawBad
+			return n + 1, u == 0
 		}
 		fp = next
 	}
-	return len(pc), rawFull
+	return len(pc), true
 }
 
 // skipFP follows skip records from start, checking each saved frame
