@@ -39,26 +39,29 @@ func TestWalkLoopsCallNothing(t *testing.T) {
 			}
 		}
 	}
-	const pkg = "github.com/unwindkit/unwindkit/internal/live"
-	args := []string{"build", "-gcflags=" + gcflags, "-gcflags=" + pkg + "=" + strings.TrimPrefix(gcflags, "all=") + " -S"}
-	if race {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command(goTool, append(args, pkg)...)
-	cmd.Env = append(os.Environ(), "GOARCH="+runtime.GOARCH)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("go %v: %v\n%s", args, err, out)
-	}
-	funcs := map[string]string{} // name -> its assembly
-	var cur string
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) > 1 && f[1] == "STEXT" {
-			cur = strings.TrimPrefix(f[0], pkg+".")
-			continue
+	asmOf := func(pkg string) map[string]string {
+		args := []string{"build", "-gcflags=" + gcflags, "-gcflags=" + pkg + "=" + strings.TrimPrefix(gcflags, "all=") + " -S"}
+		if race {
+			args = append(args, "-race")
 		}
-		funcs[cur] += line + "\n"
+		cmd := exec.Command(goTool, append(args, pkg)...)
+		cmd.Env = append(os.Environ(), "GOARCH="+runtime.GOARCH)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go %v: %v\n%s", args, err, out)
+		}
+		funcs := map[string]string{} // name -> its assembly
+		var cur string
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[1] == "STEXT" {
+				cur = strings.TrimPrefix(f[0], pkg+".")
+				continue
+			}
+			funcs[cur] += line + "\n"
+		}
+		return funcs
 	}
+	funcs := asmOf("github.com/unwindkit/unwindkit/internal/live")
 	allowed := map[string][]string{
 		"walkProbe": {"live.rawEndWhy"}, // on its way out
 		"rawWalk":   nil,
@@ -79,6 +82,16 @@ func TestWalkLoopsCallNothing(t *testing.T) {
 		// assembly (runtime/race_$GOARCH.s): they cannot grow the stack.
 		allowed["walkProbe"] = append(allowed["walkProbe"], "sync/atomic.LoadUintptr")
 	}
+	// unwind/live.CallersFP has FPLoop inlined (a call without
+	// optimisation); before it only FrameAndPC (NOSPLIT assembly) and
+	// BoundaryKnown (its load of stopPC), after it CallersFPAt.
+	public := asmOf("github.com/unwindkit/unwindkit/unwind/live")
+	if public["CallersFP"] == "" {
+		t.Fatal("no assembly for unwind/live.CallersFP in the compiler's output")
+	}
+	funcs["unwind/live.CallersFP"] = public["CallersFP"]
+	allowed["unwind/live.CallersFP"] = []string{"live.FrameAndPC", "live.BoundaryKnown", "live.FPLoop",
+		"live.CallersFPAt", "sync/atomic.(*Uintptr).Load"}
 	for fn, ok := range allowed {
 		asm, found := funcs[fn]
 		if !found {
