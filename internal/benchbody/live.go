@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 
+	ilive "github.com/unwindkit/unwindkit/internal/live"
 	"github.com/unwindkit/unwindkit/unwind/live"
 )
 
@@ -22,12 +23,15 @@ type LiveUnwinder struct {
 	FP bool
 }
 
-// LiveUnwinders are runtime.Callers (the baseline), live.Callers and
-// live.CallersFP.
+// LiveUnwinders are runtime.Callers (the baseline), live.Callers,
+// live.CallersFP and the unchecked frame-pointer loop CallersFP's checks
+// are measured against (gounwind's loop, called as a user calls it: skip 0
+// is its caller).
 var LiveUnwinders = []LiveUnwinder{
 	{Name: "runtime.Callers", Fn: func(pc []uintptr) int { return runtime.Callers(1, pc) }},
 	{Name: "live.Callers", Fn: func(pc []uintptr) int { return live.Callers(1, pc) }},
 	{Name: "live.CallersFP", Fn: func(pc []uintptr) int { n, _ := live.CallersFP(1, pc); return n }, FP: true},
+	{Name: "unchecked FP loop", Fn: func(pc []uintptr) int { n, _ := ilive.UncheckedFP(0, pc); return n }, FP: true},
 }
 
 // LiveSupported reports whether u can run here (CallersFP needs frame

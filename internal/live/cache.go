@@ -36,8 +36,8 @@ import (
 // which up to manyCap with inlined calls (their expansions live in manyTab,
 // reused round-robin beyond that).
 //
-// Memory: 256 KiB of buckets and 16 KiB of their insertion times, 128 KiB
-// of pointers in manyTab plus at most manyCap expansions (a few words
+// Memory: 256 KiB of buckets and 16 KiB of their insertion times, 8 KiB of
+// firstTab, 128 KiB of pointers in manyTab plus at most manyCap expansions (a few words
 // each), and at most overflowCap map entries: under 2 MiB in all.
 const (
 	cacheBits   = 12 // buckets
@@ -119,6 +119,25 @@ const (
 	altMul    = 0x13c6ef372fe94f9
 	hashShift = 64 - cacheBits - 3
 )
+
+// firstTab answers the first frame of the public live.Callers(1, pc) in
+// its common case with one load: that wrapper is inlined into its caller,
+// so the first physical frame, the return address r of the wrapper's call
+// to Callers, records [r, the caller's inline mark + 1], and skip 1 keeps
+// the second. A word is r | uint16(that pc - r)<<addrBits (a pc in the same
+// function, a few bytes before r), stored by expandFirst when it answers
+// such a frame and the difference fits; 0 is empty. An address that is the
+// return address of a direct call to Callers records the same pcs wherever
+// it is on a stack (the callee, whose kind decides whether the runtime
+// elides an inlined wrapper, is fixed), so an entry never goes stale; slots
+// are direct-mapped (one per hash, the first address to arrive keeps it)
+// and emptied with the cache (resetCache). Memory: 8 KiB.
+const firstBits = 10
+
+var firstTab [1 << firstBits]atomic.Uintptr
+
+// firstHash returns ret's slot index in firstTab.
+func firstHash(ret uintptr) uint64 { return (uint64(ret) * hashMul) >> (64 - firstBits) }
 
 // homeHash returns ret's home slot index in homeTab.
 func homeHash(ret uintptr) uint64 { return (uint64(ret) * hashMul) >> hashShift }
@@ -211,7 +230,9 @@ func insert(ret uintptr, shown []uintptr, slow bool, pass func(uintptr) bool) (r
 	}
 	var w uintptr
 	switch {
-	case slow:
+	case slow, ret == stopPC.Load():
+		// The known boundary is never a home-slot hit: walkProbe
+		// compares it with stop only on a miss.
 		w = word(ret, kindSlow, 0)
 	case len(shown) == 0:
 		w = word(ret, kindHidden, 0)
@@ -390,6 +411,9 @@ func resetCache() {
 	}
 	for i := range c.stamps {
 		c.stamps[i].Store(0)
+	}
+	for i := range firstTab {
+		firstTab[i].Store(0)
 	}
 	overflowMu.Lock()
 	overflow.Store(nil)

@@ -39,6 +39,11 @@ func callersCached(skip int, pc []uintptr) int {
 		if skip == 0 && homeTab[homeHash(pc[0])].Load() == pc[0] {
 			return m
 		}
+		// The public live.Callers(1, pc) (see firstTab).
+		if w := firstTab[firstHash(pc[0])].Load(); skip == 1 && w&addrMask == pc[0] {
+			pc[0] += uintptr(int16(w >> addrBits))
+			return m
+		}
 		if n := expandFirst(pc, m, skip); n >= 0 {
 			return n
 		}

@@ -53,3 +53,58 @@ func TestExpandFirst(t *testing.T) {
 		t.Errorf("a miss: %d, want -1", n)
 	}
 }
+
+// expandFirst remembers the public Callers(1)'s common case in firstTab
+// (the frame's expansion is [ret, the caller's pc], and skip 1 keeps the
+// second), only when the difference fits in 16 bits, and resetCache
+// forgets it; Callers then answers pc[0] from the slot: ret plus the
+// difference.
+func TestExpandFirstRemembersPublicSkip(t *testing.T) {
+	resetCache()
+	defer resetCache()
+	pass := func(uintptr) bool { return true }
+	const near, far = 0x4a0010, 0x4b0010
+	insert(near, []uintptr{near, near - 0x21}, false, pass)
+	insert(far, []uintptr{far, far + 0x12345}, false, pass)
+	pc := []uintptr{near, 0x10}
+	if n := expandFirst(pc, 2, 1); n != 2 || pc[0] != near-0x21 {
+		t.Fatalf("expandFirst: %d %#x, want 2, %#x", n, pc[0], near-0x21)
+	}
+	w := firstTab[firstHash(near)].Load()
+	if w&addrMask != near || near+uintptr(int16(w>>addrBits)) != near-0x21 {
+		t.Fatalf("firstTab slot %#x, want %#x and a difference of -0x21", w, near)
+	}
+	pc = []uintptr{far, 0x10}
+	if n := expandFirst(pc, 2, 1); n != 2 || pc[0] != far+0x12345 {
+		t.Fatalf("expandFirst far: %d %#x", n, pc[0])
+	}
+	if w := firstTab[firstHash(far)].Load(); w&addrMask == far {
+		t.Fatalf("firstTab holds %#x: the difference does not fit in 16 bits", w)
+	}
+	pc = []uintptr{near, 0x4a0101, 0x10} // skip 0 keeps the whole expansion
+	copy(pc, []uintptr{near, 0x10})
+	before := firstTab[firstHash(near)].Load()
+	if n := expandFirst(pc, 2, 0); n != 3 || firstTab[firstHash(near)].Load() != before {
+		t.Fatalf("skip 0: %d, slot %#x (was %#x)", n, firstTab[firstHash(near)].Load(), before)
+	}
+	resetCache()
+	if w := firstTab[firstHash(near)].Load(); w != 0 {
+		t.Fatalf("after resetCache the slot holds %#x", w)
+	}
+}
+
+// The known boundary is never published as a frame that records itself,
+// whatever a learning pass saw: walkProbe's loop relies on its home-slot
+// compare failing there to compare it with the boundary.
+func TestBoundaryNeverSelf(t *testing.T) {
+	resetCache()
+	defer resetCache()
+	old := stopPC.Load()
+	defer stopPC.Store(old)
+	const ret = 0x4d0010
+	stopPC.Store(ret)
+	insert(ret, []uintptr{ret}, false, func(uintptr) bool { return true })
+	if w, ok := find(ret); !ok || wordKind(w) != kindSlow || homeTab[homeHash(ret)].Load() == ret {
+		t.Fatalf("boundary published as %#x (found %v), want kindSlow", w, ok)
+	}
+}

@@ -25,30 +25,33 @@ func getfp() unsafe.Pointer
 // runtime.cgocallback (the last pc stored). A walk stopped by a broken frame
 // record returns the frames found so far and a *errs.CorruptError.
 //
+// The common case (skip up to maxFastSkip, no cgo boundary learned yet, a
+// healthy chain) runs skipFP's and FPLoop's loops inlined, with nothing
+// before them but getfp and three tests; everything else, and a walk that
+// stops at a record that broke a rule (which needs the error, or the
+// boundary check), is walkFP's from the same first record.
+//
 //go:noinline
 //go:norace
 //go:nocheckptr
 func CallersFP(skip int, pc []uintptr) (int, error) {
-	if skip == 0 && len(pc) != 0 {
-		var n, why int
-		if stop := stopPC.Load(); stop == 0 {
-			n, why = countWalk0(getfp(), pc) // inlined: no call of its own
-		} else {
-			n, why = countWalk(getfp(), pc, stop)
+	start := getfp()
+	if uint(skip) <= maxFastSkip && len(pc) != 0 && stopPC.Load() == 0 {
+		fp := start
+		if skip != 0 {
+			fp = skipFP(start, skip) // inlined: no call of its own
 		}
-		if why != rawBad {
-			return n, nil
+		if fp != nil {
+			if n, ok := FPLoop(start, fp, pc); ok { // inlined
+				return n, nil
+			}
 		}
-		return n, fpBad(getfp(), pc[:n])
 	}
-	return walkFP(getfp(), skip, pc)
+	return walkFP(start, skip, pc)
 }
 
-// fpBad returns the error of CallersFP's walk from start that stored pc
-// and stopped at its last record for a broken rule.
-func fpBad(start unsafe.Pointer, pc []uintptr) error {
-	return endErr(rawBad, start, skipRecords(start, len(pc)-1), pc[len(pc)-1])
-}
+// maxFastSkip is the largest skip CallersFP drops in its inlined loop.
+const maxFastSkip = 16
 
 // maxSkip is the largest skip Callers walks for; a larger one is answered
 // by runtime.Callers.
@@ -57,11 +60,17 @@ const maxSkip = 1 << 12
 // walkProbe is rawWalk from start that also probes the home slot of each
 // return address after the first on the way: the common case of Callers
 // in one small leaf loop that runs from registers. The probes do not feed
-// the walk's chain of loads, so they run in its shadow; their verdict
-// accumulates without a branch: miss is 0 when every frame stored after
-// the first records itself. The first frame, the one that called Callers,
-// is left to Callers (and expandFirst): through the public wrapper, inlined into
-// its caller, it is the frame whose expansion the skip cuts.
+// the walk's chain of loads, so they run in its shadow. miss is 0 when
+// every frame stored after the first records itself; at the first frame
+// that does not (a miss, which is also every frame that returns into the
+// known boundary stop: its verdict is kindSlow), the walk stops early and
+// returns as if pc were full (rawFull, fp the next record, which passed
+// the rules), with miss set, or with the reason the chain ends there: Callers
+// goes on from there with fastWalk and rawWalk. So the loop needs neither
+// a compare with stop nor a register for the verdict. The first frame,
+// the one that called Callers, is left to Callers (and expandFirst):
+// through the public wrapper, inlined into its caller, it is the frame
+// whose expansion the skip cuts.
 //
 //go:norace
 //go:nocheckptr
@@ -87,13 +96,19 @@ func walkProbe(start unsafe.Pointer, pc []uintptr, stop uintptr) (m, why int, fp
 		next := *(*unsafe.Pointer)(fp)
 		pc[n] = ret
 		// homeHash(ret), written out: no call in this loop, even at -N -l.
-		miss |= atomic.LoadUintptr((*uintptr)(unsafe.Pointer(&homeTab[(uint64(ret)*hashMul)>>hashShift]))) ^ ret
-		if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
+		w := atomic.LoadUintptr((*uintptr)(unsafe.Pointer(&homeTab[(uint64(ret)*hashMul)>>hashShift])))
+		if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || w != ret {
+			if w != ret {
+				miss = 1
+				if u := uintptr(next); ret != stop && u > uintptr(fp) && u < limit && u&(ptrSize-1) == 0 {
+					return n + 1, rawFull, next, miss // stop early, at a record that passed
+				}
+			}
 			return n + 1, rawEndWhy(u, ret, stop), fp, miss
 		}
 		fp = next
 	}
-	return len(pc), rawFull, fp, miss
+	return len(pc), rawFull, fp, 0
 }
 
 // expandFirst finishes Callers' common case when the first frame, the one
@@ -125,6 +140,11 @@ func expandFirst(pc []uintptr, m, skip int) int {
 	s := len(e.pcs) - 1 - skip // logical pcs added before pc[1:m]
 	if s == 0 {
 		pc[0] = e.pcs[skip]
+		if d := int64(e.pcs[1] - r); skip == 1 && d == int64(int16(d)) {
+			// The public Callers(1)'s common case: answered by
+			// firstTab from now on.
+			firstTab[firstHash(r)].CompareAndSwap(0, r|uintptr(uint16(d))<<addrBits)
+		}
 		return m
 	}
 	n := min(m+s, len(pc))

@@ -4,6 +4,7 @@ package live
 
 import (
 	"runtime"
+	"unsafe"
 
 	"github.com/unwindkit/unwindkit/internal/errs"
 )
@@ -38,4 +39,23 @@ func callersSlow(skip int, pc []uintptr) int {
 		skip = 0
 	}
 	return runtime.Callers(clampSkip(skip)+2, pc)
+}
+
+// UncheckedFP returns errs.ErrNotSupported: this GOARCH keeps no frame
+// pointers (see the amd64 and arm64 UncheckedFP, a benchmark baseline).
+func UncheckedFP(skip int, pc []uintptr) (int, error) {
+	return 0, errs.ErrNotSupported
+}
+
+// FrameAndPC, BoundaryKnown, FPLoop and CallersFPAt are unwind/live's
+// CallersFP; without frame pointers it returns errs.ErrNotSupported
+// (CallersFPAt).
+func FrameAndPC() (unsafe.Pointer, uintptr) { return nil, 0 }
+
+// BoundaryKnown reports true, so that CallersFP never runs FPLoop here.
+func BoundaryKnown() bool { return true }
+
+// CallersFPAt returns errs.ErrNotSupported.
+func CallersFPAt(start unsafe.Pointer, self uintptr, skip int, pc []uintptr) (int, error) {
+	return 0, errs.ErrNotSupported
 }

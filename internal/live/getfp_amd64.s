@@ -8,3 +8,13 @@
 TEXT ·getfp(SB), NOSPLIT|NOFRAME, $0-8
 	MOVQ BP, ret+0(FP)
 	RET
+
+// func FrameAndPC() (start unsafe.Pointer, self uintptr)
+//
+// FrameAndPC returns its caller's frame pointer, as getfp does, and its own
+// return address: a pc in the caller, just after the call.
+TEXT ·FrameAndPC(SB), NOSPLIT|NOFRAME, $0-16
+	MOVQ BP, start+0(FP)
+	MOVQ 0(SP), AX
+	MOVQ AX, self+8(FP)
+	RET

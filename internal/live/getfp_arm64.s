@@ -10,3 +10,13 @@
 TEXT ·getfp(SB), NOSPLIT|NOFRAME, $0-8
 	MOVD R29, ret+0(FP)
 	RET
+
+// func FrameAndPC() (start unsafe.Pointer, self uintptr)
+//
+// FrameAndPC returns its caller's frame pointer, as getfp does, and its own
+// return address (LR: a leaf without a frame does not save it): a pc in
+// the caller, just after the call.
+TEXT ·FrameAndPC(SB), NOSPLIT|NOFRAME, $0-16
+	MOVD R29, start+0(FP)
+	MOVD R30, self+8(FP)
+	RET

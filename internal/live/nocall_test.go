@@ -39,37 +39,41 @@ func TestWalkLoopsCallNothing(t *testing.T) {
 			}
 		}
 	}
-	const pkg = "github.com/unwindkit/unwindkit/internal/live"
-	args := []string{"build", "-gcflags=" + gcflags, "-gcflags=" + pkg + "=" + strings.TrimPrefix(gcflags, "all=") + " -S"}
-	if race {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command(goTool, append(args, pkg)...)
-	cmd.Env = append(os.Environ(), "GOARCH="+runtime.GOARCH)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("go %v: %v\n%s", args, err, out)
-	}
-	funcs := map[string]string{} // name -> its assembly
-	var cur string
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) > 1 && f[1] == "STEXT" {
-			cur = strings.TrimPrefix(f[0], pkg+".")
-			continue
+	asmOf := func(pkg string) map[string]string {
+		args := []string{"build", "-gcflags=" + gcflags, "-gcflags=" + pkg + "=" + strings.TrimPrefix(gcflags, "all=") + " -S"}
+		if race {
+			args = append(args, "-race")
 		}
-		funcs[cur] += line + "\n"
+		cmd := exec.Command(goTool, append(args, pkg)...)
+		cmd.Env = append(os.Environ(), "GOARCH="+runtime.GOARCH)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go %v: %v\n%s", args, err, out)
+		}
+		funcs := map[string]string{} // name -> its assembly
+		var cur string
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[1] == "STEXT" {
+				cur = strings.TrimPrefix(f[0], pkg+".")
+				continue
+			}
+			funcs[cur] += line + "\n"
+		}
+		return funcs
 	}
+	funcs := asmOf("github.com/unwindkit/unwindkit/internal/live")
 	allowed := map[string][]string{
-		"walkProbe":  {"live.rawEndWhy"}, // on its way out
-		"rawWalk":    nil,
-		"countWalk":  {"live.countWalk0"}, // without optimisation: not inlined
-		"countWalk0": nil,
-		// CallersFP has countWalk0's loop inlined (a call without
-		// optimisation): besides the walks, the load of stopPC (a call
+		"walkProbe": {"live.rawEndWhy"}, // on its way out
+		"rawWalk":   nil,
+		"countWalk": {"live.FPLoop", "live.rawWalk", "live.skipRecords"}, // FPLoop: without optimisation
+		"FPLoop":    nil,
+		"skipFP":    nil,
+		// CallersFP has skipFP's and FPLoop's loops inlined (calls
+		// without optimisation): besides them, the load of stopPC (a call
 		// without optimisation and in race builds) and getfp (NOSPLIT
-		// assembly), all before a loop starts, it calls only what it
-		// calls after its loop has ended.
-		"CallersFP": {"live.getfp", "live.countWalk", "live.walkFP", "live.fpBad",
+		// assembly), all before a loop starts, it calls only walkFP,
+		// after its loops have ended.
+		"CallersFP": {"live.getfp", "live.skipFP", "live.FPLoop", "live.walkFP",
 			"sync/atomic.(*Uintptr).Load"},
 		"skipRecords": nil,
 	}
@@ -78,6 +82,16 @@ func TestWalkLoopsCallNothing(t *testing.T) {
 		// assembly (runtime/race_$GOARCH.s): they cannot grow the stack.
 		allowed["walkProbe"] = append(allowed["walkProbe"], "sync/atomic.LoadUintptr")
 	}
+	// unwind/live.CallersFP has FPLoop inlined (a call without
+	// optimisation); before it only FrameAndPC (NOSPLIT assembly) and
+	// BoundaryKnown (its load of stopPC), after it CallersFPAt.
+	public := asmOf("github.com/unwindkit/unwindkit/unwind/live")
+	if public["CallersFP"] == "" {
+		t.Fatal("no assembly for unwind/live.CallersFP in the compiler's output")
+	}
+	funcs["unwind/live.CallersFP"] = public["CallersFP"]
+	allowed["unwind/live.CallersFP"] = []string{"live.FrameAndPC", "live.BoundaryKnown", "live.FPLoop",
+		"live.CallersFPAt", "sync/atomic.(*Uintptr).Load"}
 	for fn, ok := range allowed {
 		asm, found := funcs[fn]
 		if !found {

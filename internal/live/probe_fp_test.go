@@ -4,8 +4,14 @@ package live
 
 import "unsafe"
 
-// probeWalkOf runs Callers' walk loop (walkProbe) from start.
-func probeWalkOf(start unsafe.Pointer, pc []uintptr) (int, int, bool) {
-	n, why, _, _ := walkProbe(start, pc, 0)
+// probeWalkOf runs Callers' walk loop (walkProbe) from start with the
+// boundary stop, and goes on with rawWalk where it stopped early at a miss,
+// as fastWalk does.
+func probeWalkOf(start unsafe.Pointer, pc []uintptr, stop uintptr) (int, int, bool) {
+	n, why, fp, _ := walkProbe(start, pc, stop)
+	if why == rawFull && n < len(pc) {
+		k, kwhy, _ := rawWalk(start, fp, pc[n:], stop)
+		n, why = n+k, kwhy
+	}
 	return n, why, true
 }

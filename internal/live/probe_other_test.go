@@ -5,4 +5,6 @@ package live
 import "unsafe"
 
 // probeWalkOf: no walkProbe without frame pointers.
-func probeWalkOf(start unsafe.Pointer, pc []uintptr) (int, int, bool) { return 0, 0, false }
+func probeWalkOf(start unsafe.Pointer, pc []uintptr, stop uintptr) (int, int, bool) {
+	return 0, 0, false
+}

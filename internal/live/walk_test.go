@@ -195,12 +195,21 @@ func FuzzWalkLoops(f *testing.F) {
 				t.Fatalf("%s %d %d %#x, rawWalk %d %d %#x", w.name, cn, cwhy, got[:cn], n, why, want[:n])
 			}
 		}
+		pgot := make([]uintptr, len(want))
+		if pn, pwhy, ok := probeWalkOf(fk.fp(0), pgot, stop); ok && (pn != n || pwhy != why || !slices.Equal(pgot[:pn], want[:n])) {
+			t.Fatalf("walkProbe %d %d %#x, rawWalk %d %d %#x", pn, pwhy, pgot[:pn], n, why, want[:n])
+		}
 		if stop != 0 {
 			return
 		}
-		got = got[:len(want)]
-		if pn, pwhy, ok := probeWalkOf(fk.fp(0), got); ok && (pn != n || pwhy != why || !slices.Equal(got[:pn], want[:n])) {
-			t.Fatalf("walkProbe %d %d %#x, rawWalk %d %d %#x", pn, pwhy, got[:pn], n, why, want[:n])
+		// skipFP (CallersFP's skip) arrives where rawWalk continues
+		// after as many records, or gives up (nil) where rawWalk stops.
+		{
+			s := int(size)%8 + 1
+			_, swhy, next := rawWalk(fk.fp(0), fk.fp(0), make([]uintptr, s), 0)
+			if got := skipFP(fk.fp(0), s); (swhy == rawFull) != (got != nil) || got != nil && got != next {
+				t.Fatalf("skipFP %d: %p, rawWalk %d %p", s, got, swhy, next)
+			}
 		}
 	})
 }
@@ -293,6 +302,27 @@ func TestCountWalkLimit(t *testing.T) {
 		n, why := countWalk(f.fp(0), pc, stop)
 		if n != 2 || why != rawBad || !slices.Equal(pc[:n], []uintptr{0x1000, 0x1001}) {
 			t.Errorf("stop %#x: countWalk %d %d %#x, want 2 frames, rawBad", stop, n, why, pc[:n])
+		}
+	}
+}
+
+// UncheckedFP, the benchmarks' baseline, stores what CallersFP stores on a
+// healthy stack, for every skip, so that the two are timed on the same
+// work.
+func TestUncheckedFPMatchesCallersFP(t *testing.T) {
+	if !Supported {
+		t.Skip("no frame pointers")
+	}
+	for skip := range 6 {
+		a, b := make([]uintptr, 64), make([]uintptr, 64)
+		na, err := CallersFP(skip, a)
+		nb, _ := UncheckedFP(skip, b)
+		from := 0
+		if skip == 0 {
+			from = 1 // the test's own frame: two call sites
+		}
+		if err != nil || na != nb || na < 3-skip || !slices.Equal(a[from:na], b[from:nb]) {
+			t.Fatalf("skip %d: CallersFP %d %v %#x, UncheckedFP %d %#x", skip, na, err, a[:na], nb, b[:nb])
 		}
 	}
 }

@@ -51,7 +51,18 @@ func Callers(skip int, pc []uintptr) int {
 // and ErrNotSupported.
 //
 //go:noinline
+//go:norace
+//go:nocheckptr
 func CallersFP(skip int, pc []uintptr) (int, error) {
-	// noinline: frame 0 must be CallersFP's own frame, not its caller's.
-	return live.CallersFP(skip, pc)
+	// Frame 0 is CallersFP's own (self, a pc in it); the walk starts at
+	// its frame record, frame 1. The common case, skip 1, is the walk
+	// from there with nothing to skip, its loop inlined here (see
+	// live.FrameAndPC); noinline: the record must be CallersFP's own.
+	start, self := live.FrameAndPC()
+	if skip == 1 && len(pc) != 0 && !live.BoundaryKnown() {
+		if n, ok := live.FPLoop(start, start, pc); ok {
+			return n, nil
+		}
+	}
+	return live.CallersFPAt(start, self, skip, pc)
 }

@@ -203,3 +203,37 @@ func BenchmarkLiveCallers(b *testing.B) {
 		}
 	}
 }
+
+// CallersFP(s) is CallersFP(0) without its first s frames, for every s
+// (skip 1, the common case, takes the inlined loop; the others the
+// general walk), called from one call site.
+func TestCallersFPSkips(t *testing.T) {
+	if _, err := live.CallersFP(0, nil); errors.Is(err, live.ErrNotSupported) {
+		t.Skip("no frame pointers")
+	}
+	var all [][]uintptr
+	for s := range 12 {
+		pc := make([]uintptr, 64)
+		n, err := live.CallersFP(s, pc)
+		if err != nil {
+			t.Fatalf("skip %d: %v", s, err)
+		}
+		all = append(all, pc[:n])
+	}
+	full := all[0]
+	if len(full) < 4 || !strings.HasPrefix(liveFrames(full[:1])[0], "github.com/unwindkit/unwindkit/unwind/live.CallersFP ") {
+		t.Fatalf("skip 0: %q", liveFrames(full))
+	}
+	for s, got := range all {
+		if want := full[min(s, len(full)):]; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("skip %d: %#x, want %#x", s, got, want)
+		}
+	}
+	for _, size := range []int{1, 2} {
+		pc := make([]uintptr, size+1)
+		pc[size] = 0xdead
+		if n, err := live.CallersFP(0, pc[:size]); n != size || err != nil || pc[0] != full[0] || pc[size] != 0xdead {
+			t.Fatalf("skip 0 into %d slots: %d, %v, %#x", size, n, err, pc)
+		}
+	}
+}
