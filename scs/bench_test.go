@@ -112,7 +112,7 @@ func BenchmarkFrames(b *testing.B) {
 
 // TestSaveInlines checks the compiler's inlining decisions the package
 // relies on: Save inlines into its callers, and the copy loops have the
-// PAC strip, ptrauth.Masks.Strip, inlined (no call per frame;
+// PAC strip, ptrauth.Masks.Strip or stripHalf, inlined (no call per frame;
 // TestStripMatchesLayout checks they strip as ptrauth.Layout.Strip).
 func TestSaveInlines(t *testing.T) {
 	if testing.Short() {
@@ -133,25 +133,30 @@ func TestSaveInlines(t *testing.T) {
 	}
 	// Every call of the strip in the file (the copy loops') must be
 	// inlined.
-	var lines []int
-	for i, l := range strings.Split(string(src), "\n") {
-		if strings.Contains(l, "= m.Strip(") {
-			lines = append(lines, i+1)
-		}
-	}
-	if len(lines) == 0 {
-		t.Fatal("no call of m.Strip found in view.go")
-	}
-	for _, line := range lines {
-		want := fmt.Sprintf("view.go:%d:", line)
-		found := false
-		for _, l := range strings.Split(s, "\n") {
-			if strings.Contains(l, want) && strings.Contains(l, "inlining call to ptrauth.Masks.Strip") {
-				found = true
+	for _, strip := range []struct{ call, inlined string }{
+		{"= m.Strip(", "inlining call to ptrauth.Masks.Strip"},
+		{"= stripHalf(", "inlining call to stripHalf"},
+	} {
+		var lines []int
+		for i, l := range strings.Split(string(src), "\n") {
+			if strings.Contains(l, strip.call) {
+				lines = append(lines, i+1)
 			}
 		}
-		if !found {
-			t.Errorf("strip not inlined in the copy loop (%s):\n%s", want, s)
+		if len(lines) == 0 {
+			t.Fatalf("no %q found in view.go", strip.call)
+		}
+		for _, line := range lines {
+			want := fmt.Sprintf("view.go:%d:", line)
+			found := false
+			for _, l := range strings.Split(s, "\n") {
+				if strings.Contains(l, want) && strings.Contains(l, strip.inlined) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("strip not inlined in the copy (%s):\n%s", want, s)
+			}
 		}
 	}
 }

@@ -79,10 +79,10 @@
 // seed's v2 read one slot too many there), strips every entry's pointer
 // authentication code with the View's ptrauth.Layout, applies skip exactly
 // (stack_trace_save semantics) and fills at most len(store). Save is small
-// enough for the compiler to inline; it checks every segment first, in one
-// pass, then copies the slots of all of them in one call, whose loop has
-// the PAC strip inlined: there is no function call per frame or per
-// context and no callback.
+// enough for the compiler to inline; its body checks each segment and
+// copies it in one pass, with the PAC strip inlined: there is no function
+// call per frame and no callback, and only a context of 16 entries or
+// more calls its copy loop (once).
 //
 // A View is the immutable description Save reads: one Segment per live
 // context, innermost first. Model.View builds one atomically from a running

@@ -162,10 +162,10 @@ func NewSnapshotView(data []byte, base, x18 uint64, l ptrauth.Layout) View {
 // taken it returns 0 and ErrChanged: whatever it returns otherwise is the
 // stacks at the View's instant.
 //
-// Save is small enough to inline. It checks every segment before it reads
-// a slot, then copies all of them in one call whose loop calls no
-// function per entry (only a step that mixes kernel and user addresses is
-// stripped out of line).
+// Save is small enough to inline. It checks each segment before it reads
+// a slot of it and copies it with no function call per entry (only a
+// segment of 16 entries or more calls its copy loop, once, and a step of
+// eight that mixes kernel and user addresses is stripped out of line).
 func Save(v *View, store []uint64, skip int) (int, error) {
 	if v.Disabled {
 		return 0, ErrNotSupported
@@ -321,17 +321,26 @@ func (s *Segment) hiddenErr() error {
 	return fmt.Errorf("%w: %s context's x18 is in %s", ErrInterruptedTopHidden, s.Context, s.TopFrom)
 }
 
-// save is Save's body, in three steps. First one pass over the segments
-// the copy may reach checks each segment over a model's memory with the
-// rules of checkSegs (the common, valid case in a few well-predicted
-// branches, the segment's limit derived once), places its entries after
-// skip and before the store's end (a span: which slots, where in store)
-// and stores the boundary's interrupted PC; no slot is read yet. Then one
-// call of copyRuns copies every span, stripped, with the masks and its
-// loop in registers. Last, one re-check of the generations of the
-// segments it read. Anything else (caller memory, a hidden top, a broken
-// rule, a View with a bad N) goes to saveChecked before any slot is read:
-// it starts over and returns the same entries and the precise error.
+// save is Save's body: one pass over the segments the copy may reach.
+// For each it checks the rules of checkSegs for a segment over a model's
+// memory (the common, valid case in a few well-predicted branches, the
+// segment's limit derived once), places its entries after skip and
+// before the store's end, copies them, stripped, and stores the
+// boundary's interrupted PC; last, one re-check of the generations of the
+// segments it read. The copy of a segment is straight-line code with no
+// loop: a segment of 16 slots or more has its steps of eight copied by
+// copySteps (out of line, so that its loop has the registers to itself),
+// and what is left, or a shorter segment, is copied here: one step of
+// eight (stripped as copySteps strips), then four, two and one slots,
+// each stripped by stripHalf (a select, cheaper than
+// [ptrauth.Masks.Strip] with the fields of both halves in registers).
+// Each slot is read once, atomically; the order of the reads is not
+// observable, as the generations are re-checked after the whole copy.
+// At the first segment it does not copy itself (caller memory, a hidden
+// top, a broken rule) it hands over to saveFrom, which goes on from that
+// segment with the entries stored so far and returns what saveChecked
+// would have; a View with a bad N, or an empty store, goes to saveChecked
+// before any slot is read.
 func (v *View) save(store []uint64, skip int) (int, error) {
 	nseg := v.N
 	if uint(nseg-1) >= uint(len(v.Segs)) || len(store) == 0 {
@@ -340,9 +349,9 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 	if v.StopAtBoundary {
 		nseg = 1
 	}
-	skip0 := skip // for saveChecked, which starts over
+	m := v.Layout.InsnMasksPtr()
+	m0, m1 := m.Field(false), m.Field(true)
 	skip = max(skip, 0)
-	var spans [NumContexts]span
 	n, i := 0, 0
 	for ; i < nseg; i++ {
 		s := &v.Segs[i]
@@ -354,19 +363,19 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 		}
 		// The rules of checkSegs for a segment over model memory,
 		// segNoMemory to segTopBelow, in one test (Data segments and
-		// hidden tops are left to saveChecked).
+		// hidden tops are left to saveFrom).
 		if w == nil || s.Hidden || (s.Base|s.Size|s.Top)%8 != 0 || lim > mem || s.Top < s.Base {
-			return v.saveChecked(store, skip0)
+			return v.saveFrom(store, n, skip, i)
 		}
 		if s.Magic {
 			if lim < 8 || atomic.LoadUint64(&w[lim/8-1]) != EndMagic {
-				return v.saveChecked(store, skip0)
+				return v.saveFrom(store, n, skip, i)
 			}
 			lim -= 8
 		}
 		d := s.Top - s.Base
 		if d > lim {
-			return v.saveChecked(store, skip0)
+			return v.saveFrom(store, n, skip, i)
 		}
 		hi := int(d / 8) // the entries are w[:hi]
 		if skip >= hi {
@@ -375,9 +384,50 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 			hi -= skip
 			skip = 0
 			lo := max(hi-(len(store)-n), 0)
-			p := &spans[i]
-			p.lo, p.hi, p.at = lo, hi, n
-			n += hi - lo
+			// dst[j] is the stripped src[len(src)-1-j]: the oldest
+			// slots first, stored from the end of dst.
+			src := w[lo:hi]
+			dst := store[n:]
+			dst = dst[:len(src)]
+			n += len(src)
+			if len(src) >= 16 {
+				k := len(src) &^ 7
+				copySteps(dst[len(src)-k:], src[:k], m)
+				src, dst = src[k:], dst[:len(src)-k]
+			}
+			if len(src) >= 8 {
+				k := len(dst)
+				q, o := (*[8]uint64)(src), (*[8]uint64)(dst[k-8:])
+				a, b, c, e := atomic.LoadUint64(&q[0]), atomic.LoadUint64(&q[1]), atomic.LoadUint64(&q[2]), atomic.LoadUint64(&q[3])
+				f, g, h, x := atomic.LoadUint64(&q[4]), atomic.LoadUint64(&q[5]), atomic.LoadUint64(&q[6]), atomic.LoadUint64(&q[7])
+				if a&b&c&e&f&g&h&x&(1<<55) != 0 {
+					o[7], o[6], o[5], o[4] = a|m1, b|m1, c|m1, e|m1
+					o[3], o[2], o[1], o[0] = f|m1, g|m1, h|m1, x|m1
+				} else if (a|b|c|e|f|g|h|x)&(1<<55) == 0 {
+					o[7], o[6], o[5], o[4] = a&^m0, b&^m0, c&^m0, e&^m0
+					o[3], o[2], o[1], o[0] = f&^m0, g&^m0, h&^m0, x&^m0
+				} else {
+					strip8(o, &[8]uint64{x, h, g, f, e, c, b, a}, &m)
+				}
+				src, dst = src[8:], dst[:k-8]
+			}
+			if len(src) >= 4 {
+				k := len(dst)
+				q, o := (*[4]uint64)(src), (*[4]uint64)(dst[k-4:])
+				a, b, c, e := atomic.LoadUint64(&q[0]), atomic.LoadUint64(&q[1]), atomic.LoadUint64(&q[2]), atomic.LoadUint64(&q[3])
+				o[3], o[2], o[1], o[0] = stripHalf(a, m0, m1), stripHalf(b, m0, m1), stripHalf(c, m0, m1), stripHalf(e, m0, m1)
+				src, dst = src[4:], dst[:k-4]
+			}
+			if len(src) >= 2 {
+				k := len(dst)
+				q, o := (*[2]uint64)(src), (*[2]uint64)(dst[k-2:])
+				a, b := atomic.LoadUint64(&q[0]), atomic.LoadUint64(&q[1])
+				o[1], o[0] = stripHalf(a, m0, m1), stripHalf(b, m0, m1)
+				src, dst = src[2:], dst[:k-2]
+			}
+			if len(src) == 1 && len(dst) == 1 {
+				dst[0] = stripHalf(atomic.LoadUint64(&src[0]), m0, m1)
+			}
 			if n == len(store) {
 				break
 			}
@@ -394,7 +444,6 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 			}
 		}
 	}
-	copyRuns(store, v.Segs[:nseg], spans[:min(i+1, nseg)], v.Layout.InsnMasksPtr())
 	for j := range min(i+1, nseg) {
 		if s := &v.Segs[j]; s.gen != nil && s.gen.Load() != s.genWant {
 			return 0, ErrChanged
@@ -403,14 +452,16 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 	return n, nil
 }
 
-// saveChecked is the general copy, which save falls back to for
-// everything but valid segments over a model's memory. It makes one pass over the rules of every segment
-// the copy may reach (checkSegs, before any slot is read), then copies
-// them, with the PAC masks in registers: a segment of fewer than four
-// slots here, a longer one through copyStrip (or copyStripBytes for
-// caller memory), and ends with one re-check of a running model's
-// generations for all the segments it read. Everything that is not the
-// copy of valid segments is out of line (fail).
+// saveChecked is the general copy, for a View with a bad N or an empty
+// store; saveFrom is its body, which save also hands over to at the
+// first segment that is not a valid one over a model's memory. It makes
+// one pass over the rules of every segment the copy may reach from there
+// (checkSegs, before any slot of them is read), then copies them, with
+// the PAC masks in registers: a segment of fewer than four slots here, a
+// longer one through copyStrip (or copyStripBytes for caller memory), and
+// ends with one re-check of a running model's generations for all the
+// segments read, save's included. Everything that is not the copy of
+// valid segments is out of line (fail).
 func (v *View) saveChecked(store []uint64, skip int) (int, error) {
 	if len(store) == 0 {
 		return 0, nil
@@ -422,11 +473,23 @@ func (v *View) saveChecked(store []uint64, skip int) (int, error) {
 	if v.StopAtBoundary {
 		nseg = 1
 	}
+	return v.saveFrom(store, 0, max(skip, 0), 0)
+}
+
+// saveFrom is saveChecked from segment first on, with n entries already
+// in store and skip >= 0 entries still to skip: save hands its copy over
+// here at the first segment it does not copy itself, and no slot is read
+// twice.
+func (v *View) saveFrom(store []uint64, n, skip, first int) (int, error) {
+	nseg := v.N
+	if v.StopAtBoundary {
+		nseg = 1
+	}
 	var cnt [NumContexts]int
-	good, _ := checkSegs(v.Segs[:nseg], cnt[:])
-	skip = max(skip, 0)
+	good, _ := checkSegs(v.Segs[first:nseg], cnt[first:nseg])
+	good += first
 	m := v.Layout.InsnMasksPtr()
-	n, i := 0, 0
+	i := first
 	for ; i < good; i++ {
 		s := &v.Segs[i]
 		if hi := cnt[i]; skip >= hi { // the entries are slots [0, hi) from Base
