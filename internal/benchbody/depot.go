@@ -176,11 +176,18 @@ func FetchOp(s Store, g int) func(w, i int) {
 	for i, tr := range set {
 		hs[i] = s.Save(0, tr)
 	}
-	bufs := make([][]uint64, max(g, 1))
-	for i := range bufs {
-		bufs[i] = make([]uint64, 0, DepotDepth)
+	// One buffer per goroutine, its slice header alone on a cache line:
+	// adjacent headers written by every fetch would make the goroutines
+	// share a line and time that instead of the stores.
+	type paddedBuf struct {
+		b []uint64
+		_ [40]byte
 	}
-	return func(w, i int) { bufs[w] = s.Fetch(w, hs[i%DepotTraces], bufs[w][:0]) }
+	bufs := make([]paddedBuf, max(g, 1))
+	for i := range bufs {
+		bufs[i].b = make([]uint64, 0, DepotDepth)
+	}
+	return func(w, i int) { bufs[w].b = s.Fetch(w, hs[i%DepotTraces], bufs[w].b[:0]) }
 }
 
 // HashOp hashes stored trace i alone, with the function the depot uses
