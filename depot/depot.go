@@ -33,9 +33,13 @@ const MaxPoolsLimit = 1 << 15
 // SaveFlags(FlagGet) that would take one more pins the record instead.
 const MaxRefs = stRefMask
 
-// hitShards spreads the hit counter over cache lines so that goroutines
-// hitting different traces do not share one counter.
-const hitShards = 64
+// hitShards spreads the hit counter over cache lines, one shard per
+// goroutine (chosen from its stack address), so that goroutines counting
+// hits at once almost never write the same line.
+const hitShards = 1 << hitShardBits
+
+// hitShardBits is log2(hitShards).
+const hitShardBits = 6
 
 // Flags change how SaveFlags stores a trace, like the kernel's
 // depot_flags_t. Bits other than FlagGet and FlagNoAlloc are an error.

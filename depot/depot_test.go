@@ -845,3 +845,31 @@ func (d *Depot) mustSave(t *testing.T, tr []uint64) Handle {
 	}
 	return h
 }
+
+// TestConcurrentHitCount counts hits on more goroutines than there are
+// hit-counter shards, so that some goroutines share a shard: no hit is
+// lost or counted twice.
+func TestConcurrentHitCount(t *testing.T) {
+	d := mustNew(t, Config{})
+	traces := genTraces(16, 8, 9)
+	for _, tr := range traces {
+		d.mustSave(t, tr)
+	}
+	const workers, per = 3 * hitShards / 2, 500
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range per {
+				tr := traces[(w+i)%len(traces)]
+				if _, err := d.Save(tr); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if st := d.Stats(); st.Hits != workers*per || st.Misses != uint64(len(traces)) {
+		t.Fatalf("hits %d misses %d, want %d and %d", st.Hits, st.Misses, workers*per, len(traces))
+	}
+}
