@@ -248,12 +248,24 @@ func lookup(d *Depot, t *table, w []uint64, hash uint64) (uint32, *pool, int, ui
 // save filters and truncates trace and saves it.
 func (d *Depot) save(trace []uint64, flags Flags) (Handle, error) {
 	t := d.tab.Load()
-	if t == nil || flags&^flagsKnown != 0 {
-		if flags&^flagsKnown != 0 {
-			return 0, fmt.Errorf("%w %#x", ErrFlags, uint32(flags&^flagsKnown))
-		}
-		t = d.table()
+	if t == nil || flags&^flagsKnown != 0 || d.filter != nil || uint(len(trace)-1) >= uint(d.maxFrames) {
+		return d.saveGeneral(trace, flags)
 	}
+	h, hash := d.hit(t, trace, flags)
+	if h != 0 {
+		return h, nil
+	}
+	return saveSlow(d, trace, hash, flags)
+}
+
+// saveGeneral is save for the cases its fast path leaves: a depot not set
+// up yet, unknown flags, a filter, an empty trace or one longer than
+// MaxFrames.
+func (d *Depot) saveGeneral(trace []uint64, flags Flags) (Handle, error) {
+	if flags&^flagsKnown != 0 {
+		return 0, fmt.Errorf("%w %#x", ErrFlags, uint32(flags&^flagsKnown))
+	}
+	t := d.table()
 	if d.filter != nil {
 		trace = cut(d.filter, trace)
 	}
