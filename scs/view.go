@@ -395,6 +395,9 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 				copySteps(dst[len(src)-k:], src[:k], m)
 				src, dst = src[k:], dst[:len(src)-k]
 			}
+			// One step of copySteps, written out here on purpose: it is
+			// over the inlining budget, and a call would cost about what
+			// the step does for a context of 8 to 15 slots.
 			if len(src) >= 8 {
 				k := len(dst)
 				q, o := (*[8]uint64)(src), (*[8]uint64)(dst[k-8:])
