@@ -3,6 +3,7 @@ package depot
 import (
 	"errors"
 	"fmt"
+	"github.com/unwindkit/unwindkit/internal/tracegen"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -10,35 +11,9 @@ import (
 	"testing"
 )
 
-// kernelText is a plausible arm64 kernel text base for generated frames.
-const kernelText = 0xffff800080010000
-
-// genTraces returns n distinct traces of depth frames, deterministic in
-// seed. Outer frames are shared between traces, as real call stacks share
-// their roots; the innermost frames make each trace unique.
-func genTraces(n, depth int, seed uint64) [][]uint64 {
-	r := rand.New(rand.NewPCG(seed, 0x5eed))
-	roots := make([]uint64, depth)
-	for i := range roots {
-		roots[i] = kernelText + uint64(r.IntN(1<<24))&^3
-	}
-	seen := map[string]bool{}
-	out := make([][]uint64, 0, n)
-	for len(out) < n {
-		t := slices.Clone(roots)
-		k := 1 + r.IntN(depth) // frames that differ from the shared root
-		for i := range k {
-			t[i] = kernelText + uint64(r.IntN(1<<24))&^3
-		}
-		key := string(u64bytes(t))
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
-		out = append(out, t)
-	}
-	return out
-}
+// genTraces returns n distinct kernel-like traces of depth frames,
+// deterministic in seed (the generator of the package's benchmarks too).
+func genTraces(n, depth int, seed uint64) [][]uint64 { return tracegen.Kernel(n, depth, seed) }
 
 func u64bytes(t []uint64) []byte {
 	b := make([]byte, 0, 8*len(t))

@@ -1,8 +1,8 @@
 package benchbody
 
 import (
+	"github.com/unwindkit/unwindkit/internal/tracegen"
 	"hash/maphash"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,7 +18,6 @@ const (
 	DepotTraces = 4096
 	DepotDepth  = 32
 	MissRound   = 8192 // misses per round; the store is rebuilt between rounds
-	kernelText  = 0xffff800080010000
 )
 
 var (
@@ -32,32 +31,10 @@ var (
 // and differ in 1 to DepotDepth inner ones, as real stacks do.
 func DepotTraceSet() (stored, fresh [][]uint64) {
 	tracesOnce.Do(func() {
-		all := genTraces(DepotTraces+MissRound, DepotDepth, 42)
+		all := tracegen.Kernel(DepotTraces+MissRound, DepotDepth, 42)
 		storedSet, freshSet = all[:DepotTraces], all[DepotTraces:]
 	})
 	return storedSet, freshSet
-}
-
-func genTraces(n, depth int, seed uint64) [][]uint64 {
-	r := rand.New(rand.NewPCG(seed, 0x5eed))
-	roots := make([]uint64, depth)
-	for i := range roots {
-		roots[i] = kernelText + uint64(r.IntN(1<<24))&^3
-	}
-	seen := map[string]bool{}
-	out := make([][]uint64, 0, n)
-	for len(out) < n {
-		t := slices.Clone(roots)
-		k := 1 + r.IntN(depth) // frames that differ from the shared root
-		for i := range k {
-			t[i] = kernelText + uint64(r.IntN(1<<24))&^3
-		}
-		if key := traceString(t); !seen[key] { // t never changes: the key may view it
-			seen[key] = true
-			out = append(out, t)
-		}
-	}
-	return out
 }
 
 // Store is one trace store under test: Save and Fetch as goroutine w
