@@ -447,10 +447,8 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 			}
 		}
 	}
-	for j := range min(i+1, nseg) {
-		if s := &v.Segs[j]; s.gen != nil && s.gen.Load() != s.genWant {
-			return 0, ErrChanged
-		}
+	if v.changed(min(i+1, nseg)) {
+		return 0, ErrChanged
 	}
 	return n, nil
 }
