@@ -220,27 +220,33 @@ func cut(filter func(pc uint64) bool, trace []uint64) []uint64 {
 	return trace
 }
 
-// lookup probes t for trace w under the lock. It returns the record and
-// its state word.
-func lookup(d *Depot, t *table, w []uint64, hash uint64) (uint32, *pool, int, uint64, bool) {
+// lookup probes at most steps slots of t for trace w. It returns the
+// record and the state word read before its key and frames were compared:
+// under the lock that is the record's state; a lock-free caller (hit) must
+// validate it before trusting the match.
+func lookup(d *Depot, t *table, w []uint64, hash uint64, steps int) (uint32, *pool, int, uint64, bool) {
 	key := keyOf(hash, len(w))
 	tag := entryOf(hash, 0)
+	slots, mask := t.slots, t.mask
 	i := t.home(hash)
-	for steps := uint64(0); steps <= t.mask; steps++ {
-		e := atomic.LoadUint32(&t.slots[i])
+	for range min(steps, len(slots)) {
+		e := atomic.LoadUint32(&slots[i&mask])
 		if e == 0 {
 			break
 		}
-		if e&^nextMask == tag && e != tombstone {
-			loc := e & nextMask
-			if p, off := d.at(loc); p != nil {
-				st := atomic.LoadUint64(&p[off+1])
-				if atomic.LoadUint64(&p[off]) == key && st&stLive != 0 && equalFrames(p[off+hdrWords:], w) {
-					return loc, p, off, st, true
-				}
+		i++
+		if e&^nextMask != tag || e == tombstone {
+			continue
+		}
+		loc := e & nextMask
+		if p, off := d.at(loc); p != nil {
+			// The state is read first: the key and frames read after it
+			// belong to the record it names if the state is validated.
+			st := atomic.LoadUint64(&p[off+1])
+			if atomic.LoadUint64(&p[off]) == key && st&stLive != 0 && equalFrames(p[off+hdrWords:], w) {
+				return loc, p, off, st, true
 			}
 		}
-		i = (i + 1) & t.mask
 	}
 	return 0, nil, 0, 0, false
 }
@@ -310,48 +316,21 @@ func (d *Depot) savePCs(pcs []uintptr, flags Flags) (Handle, error) {
 // It returns the trace's hash too, for the slow path.
 func (d *Depot) hit(t *table, w []uint64, flags Flags) (Handle, uint64) {
 	hash := maphash.Comparable(d.seed, bytesOf(w)) // hashWords, which is over the inlining budget
-	key := keyOf(hash, len(w))
-	tag := entryOf(hash, 0)
-	slots, mask := t.slots, t.mask
-	i := t.home(hash)
-	for range maxLockFreeSteps {
-		e := atomic.LoadUint32(&slots[i&mask])
-		if e == 0 {
-			return 0, hash
-		}
-		i++
-		if e&^nextMask != tag || e == tombstone {
-			continue
-		}
-		loc := e & nextMask
-		idx := loc & d.poolMask
-		if idx >= uint32(len(d.pools)) {
-			return 0, hash // cannot happen: entries name records of allocated pools
-		}
-		p := d.pools[idx].Load()
-		if p == nil {
-			return 0, hash
-		}
-		off := loc >> d.poolBits & (1<<offsetBits - 1) * slotWords
-		// The state is read first: the key and frames read after it
-		// belong to the record it names if the state is validated.
-		st := atomic.LoadUint64(&p[off+1])
-		if atomic.LoadUint64(&p[off]) != key || st&stLive == 0 || !equalFrames(p[off+hdrWords:], w) {
-			continue
-		}
-		if testHookAfterRead != nil {
-			testHookAfterRead()
-		}
-		if st&stPersistent == 0 && (flags&FlagGet == 0 || st&stRefMask == stRefMask ||
-			!atomic.CompareAndSwapUint64(&p[off+1], st, st+1)) {
-			return 0, hash
-		}
-		if d.countHits {
-			d.hits[stackShard(unsafe.Pointer(&key))].n.Add(1)
-		}
-		return d.handle(loc, st), hash
+	loc, p, off, st, ok := lookup(d, t, w, hash, maxLockFreeSteps)
+	if !ok {
+		return 0, hash
 	}
-	return 0, hash
+	if testHookAfterRead != nil {
+		testHookAfterRead()
+	}
+	if st&stPersistent == 0 && (flags&FlagGet == 0 || st&stRefMask == stRefMask ||
+		!atomic.CompareAndSwapUint64(&p[off+1], st, st+1)) {
+		return 0, hash
+	}
+	if d.countHits {
+		d.hits[stackShard(unsafe.Pointer(&hash))].n.Add(1)
+	}
+	return d.handle(loc, st), hash
 }
 
 // saveSlow looks the trace up again under the lock and inserts it if it is
@@ -360,7 +339,7 @@ func saveSlow(d *Depot, w []uint64, hash uint64, flags Flags) (Handle, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t := d.tab.Load()
-	if loc, p, off, st, ok := lookup(d, t, w, hash); ok {
+	if loc, p, off, st, ok := lookup(d, t, w, hash, len(t.slots)); ok {
 		// Under the lock the record cannot be evicted, but lock-free Get
 		// and Put may change its count (never to zero: the last Put takes
 		// the lock).
