@@ -157,23 +157,8 @@ func (d *Depot) resolve(h Handle) (*pool, int, uint64, error) {
 }
 
 func (d *Depot) fetch(h Handle, dst []uint64) ([]uint64, error) {
-	// record(h), written out: Fetch is the hot path that resolves handles.
-	if d.tab.Load() == nil {
-		return dst, d.handleError(h)
-	}
-	idx := uint32(h) & d.poolMask
-	if h == 0 || idx >= uint32(len(d.pools)) {
-		return dst, d.handleError(h)
-	}
-	p := d.pools[idx].Load()
+	p, off, st := d.record(h)
 	if p == nil {
-		return dst, d.handleError(h)
-	}
-	unit := uint32(h) >> d.poolBits & (1<<offsetBits - 1)
-	off := int(unit) * slotWords
-	st := atomic.LoadUint64(&p[off+1])
-	if atomic.LoadUint64(&p[unit/64])>>(unit%64)&1 == 0 ||
-		st&stLive == 0 || st>>stSeqShift&d.genMask != uint64(h)>>d.locBits {
 		return dst, d.handleError(h)
 	}
 	// Read after the state: if the state is unchanged afterwards, the
