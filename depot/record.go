@@ -240,7 +240,10 @@ func lookup(d *Depot, t *table, w []uint64, hash uint64, steps int) (uint32, *po
 func (d *Depot) save(trace []uint64, flags Flags) (Handle, error) {
 	t := d.tab.Load()
 	if t == nil || flags&^flagsKnown != 0 || d.filter != nil || uint(len(trace)-1) >= uint(d.maxFrames) {
-		return d.saveGeneral(trace, flags)
+		var err error
+		if t, trace, err = d.prepare(trace, flags); err != nil {
+			return 0, err
+		}
 	}
 	h, hash := d.hit(t, trace, flags)
 	if h != 0 {
@@ -249,12 +252,12 @@ func (d *Depot) save(trace []uint64, flags Flags) (Handle, error) {
 	return saveSlow(d, trace, hash, flags)
 }
 
-// saveGeneral is save for the cases its fast path leaves: a depot not set
-// up yet, unknown flags, a filter, an empty trace or one longer than
-// MaxFrames.
-func (d *Depot) saveGeneral(trace []uint64, flags Flags) (Handle, error) {
+// prepare handles what save's fast path leaves: a depot not set up yet,
+// unknown flags, a filter, an empty trace or one longer than MaxFrames. It
+// returns the table and the trace to save.
+func (d *Depot) prepare(trace []uint64, flags Flags) (*table, []uint64, error) {
 	if flags&^flagsKnown != 0 {
-		return 0, fmt.Errorf("%w %#x", ErrFlags, uint32(flags&^flagsKnown))
+		return nil, nil, fmt.Errorf("%w %#x", ErrFlags, uint32(flags&^flagsKnown))
 	}
 	t := d.table()
 	if d.filter != nil {
@@ -264,13 +267,9 @@ func (d *Depot) saveGeneral(trace []uint64, flags Flags) (Handle, error) {
 		trace = trace[:d.maxFrames]
 	}
 	if len(trace) == 0 {
-		return 0, ErrEmpty
+		return nil, nil, ErrEmpty
 	}
-	h, hash := d.hit(t, trace, flags)
-	if h != 0 {
-		return h, nil
-	}
-	return saveSlow(d, trace, hash, flags)
+	return t, trace, nil
 }
 
 // savePCs saves program counters as the trace of the same values.
