@@ -848,3 +848,42 @@ func TestConcurrentHitCount(t *testing.T) {
 		t.Fatalf("hits %d misses %d, want %d and %d", st.Hits, st.Misses, workers*per, len(traces))
 	}
 }
+
+// TestHitShardStaysWithGoroutine checks where one goroutine's hits are
+// counted: in its own shard (two at most, if its stack moved once between
+// them), not spread over the shards by trace, where every goroutine would
+// write every shard's cache line in turn.
+func TestHitShardStaysWithGoroutine(t *testing.T) {
+	d := mustNew(t, Config{})
+	traces := genTraces(4*hitShards, 8, 21)
+	for _, tr := range traces {
+		d.mustSave(t, tr)
+	}
+	done := make(chan [hitShards]uint64)
+	go func() { // a goroutine of its own: nothing else counts in its shard
+		var before, after [hitShards]uint64
+		for i := range d.hits {
+			before[i] = d.hits[i].n.Load()
+		}
+		for _, tr := range traces {
+			if _, err := d.Save(tr); err != nil {
+				t.Error(err)
+			}
+		}
+		for i := range d.hits {
+			after[i] = d.hits[i].n.Load() - before[i]
+		}
+		done <- after
+	}()
+	delta := <-done
+	used, total := 0, uint64(0)
+	for _, n := range delta {
+		if n != 0 {
+			used++
+		}
+		total += n
+	}
+	if total != uint64(len(traces)) || used > 2 {
+		t.Fatalf("%d hits counted in %d shards, want %d in one or two", total, used, len(traces))
+	}
+}
