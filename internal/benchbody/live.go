@@ -24,14 +24,17 @@ type LiveUnwinder struct {
 }
 
 // LiveUnwinders are runtime.Callers (the baseline), live.Callers,
-// live.CallersFP and the unchecked frame-pointer loop CallersFP's checks
-// are measured against (gounwind's loop, called as a user calls it: skip 0
-// is its caller).
+// live.CallersFP and the two frame-pointer loops with no checks that
+// CallersFP's checks are measured against: gounwind's loop in its own
+// shape (internal/live.GounwindFP, the baseline the speed target names)
+// and the stricter minimal loop (internal/live.UncheckedFP), each called
+// as a user calls it: skip 0 is its caller.
 var LiveUnwinders = []LiveUnwinder{
 	{Name: "runtime.Callers", Fn: func(pc []uintptr) int { return runtime.Callers(1, pc) }},
 	{Name: "live.Callers", Fn: func(pc []uintptr) int { return live.Callers(1, pc) }},
 	{Name: "live.CallersFP", Fn: func(pc []uintptr) int { n, _ := live.CallersFP(1, pc); return n }, FP: true},
-	{Name: "unchecked FP loop", Fn: func(pc []uintptr) int { n, _ := ilive.UncheckedFP(0, pc); return n }, FP: true},
+	{Name: "gounwind loop", Fn: func(pc []uintptr) int { return ilive.GounwindFP(0, pc) }, FP: true},
+	{Name: "minimal FP loop", Fn: func(pc []uintptr) int { n, _ := ilive.UncheckedFP(0, pc); return n }, FP: true},
 }
 
 // LiveSupported reports whether u can run here (CallersFP needs frame

@@ -74,7 +74,8 @@ func BenchmarkCallersCold(b *testing.B) {
 // above the clock's resolution), and reports each one's ns per
 // call in its fastest batch (a batch that was preempted or shared a core
 // is slower, never faster) and the ratios the README quotes:
-// runtime.Callers / Callers (speed-up), CallersFP / unchecked loop.
+// runtime.Callers / Callers (speed-up), CallersFP / each frame-pointer
+// baseline (the unchecked loop, gounwind's loop).
 //
 // In a race build Callers is runtime.Callers.
 func BenchmarkCallersSideBySide(b *testing.B) {
@@ -117,9 +118,11 @@ func BenchmarkCallersSideBySide(b *testing.B) {
 				b.ReportMetric(ns(i), u.name+"-ns")
 			}
 			b.ReportMetric(ns(0)/ns(1), "rt/Callers")
-			if len(us) == 4 {
-				b.ReportMetric(ns(2)/ns(3), "FP/unchecked")
+			if len(us) > 2 {
 				b.ReportMetric(ns(2)/ns(0), "FP/rt")
+			}
+			for i, u := range us[min(3, len(us)):] {
+				b.ReportMetric(ns(2)/ns(3+i), "FP/"+u.name)
 			}
 			b.ReportMetric(0, "ns/op")
 		})

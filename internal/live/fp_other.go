@@ -47,6 +47,10 @@ func UncheckedFP(skip int, pc []uintptr) (int, error) {
 	return 0, errs.ErrNotSupported
 }
 
+// GounwindFP returns 0: this GOARCH keeps no frame pointers (see the
+// amd64 and arm64 GounwindFP, a benchmark baseline).
+func GounwindFP(skip int, pc []uintptr) int { return 0 }
+
 // FrameAndPC, BoundaryKnown, FPLoop and CallersFPAt are unwind/live's
 // CallersFP; without frame pointers it returns errs.ErrNotSupported
 // (CallersFPAt).

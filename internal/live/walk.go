@@ -188,7 +188,7 @@ func countWalk(start unsafe.Pointer, pc []uintptr, stop uintptr) (int, int) {
 // before it, clamped with min to stay under the inlining budget).
 //
 // What its checks cost, measured on an AMD EPYC (-cpu=1, against
-// UncheckedFP, gounwind's loop in the same shape, and variants of it): its
+// UncheckedFP, the minimal loop in the same shape, and variants of it): its
 // strictly rising check replaces the unchecked loop's nil test for free;
 // every further operation that waits for the chain's load costs about
 // 0.1 ns a frame from depth 16 to 64, whatever it is (two compares with
@@ -198,7 +198,8 @@ func countWalk(start unsafe.Pointer, pc []uintptr, stop uintptr) (int, int) {
 // free. Measured and not faster: the three checks folded into one
 // compare-and-branch (more operations waiting for the load), the bound and
 // the alignment folded into one compare of the saved frame pointer rotated
-// right by 3, the loop unrolled by two in Go and in assembly, the loop in
+// right by 3, the loop unrolled by two in Go and in assembly and by four in
+// Go (31.6 to 30.8 ns at depth 32, the same three checks a frame), the loop in
 // assembly without the compiler's register moves (with its head aligned
 // to 64 bytes), and the loop tested at the bottom.
 //

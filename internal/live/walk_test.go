@@ -306,9 +306,9 @@ func TestCountWalkLimit(t *testing.T) {
 	}
 }
 
-// UncheckedFP, the benchmarks' baseline, stores what CallersFP stores on a
-// healthy stack, for every skip, so that the two are timed on the same
-// work.
+// UncheckedFP and GounwindFP, the benchmarks' baselines, store what
+// CallersFP stores on a healthy stack, for every skip, so that the three
+// are timed on the same work.
 func TestUncheckedFPMatchesCallersFP(t *testing.T) {
 	if !Supported {
 		t.Skip("no frame pointers")
@@ -317,12 +317,17 @@ func TestUncheckedFPMatchesCallersFP(t *testing.T) {
 		a, b := make([]uintptr, 64), make([]uintptr, 64)
 		na, err := CallersFP(skip, a)
 		nb, _ := UncheckedFP(skip, b)
+		c := make([]uintptr, 64)
+		nc := GounwindFP(skip, c)
 		from := 0
 		if skip == 0 {
-			from = 1 // the test's own frame: two call sites
+			from = 1 // the test's own frame: three call sites
 		}
 		if err != nil || na != nb || na < 3-skip || !slices.Equal(a[from:na], b[from:nb]) {
 			t.Fatalf("skip %d: CallersFP %d %v %#x, UncheckedFP %d %#x", skip, na, err, a[:na], nb, b[:nb])
+		}
+		if nc != na || !slices.Equal(a[from:na], c[from:nc]) {
+			t.Fatalf("skip %d: CallersFP %d %#x, GounwindFP %d %#x", skip, na, a[:na], nc, c[:nc])
 		}
 	}
 }
