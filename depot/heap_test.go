@@ -82,3 +82,46 @@ func TestHeapPerRefcountedTrace(t *testing.T) {
 		}
 	}
 }
+
+// TestRefcountedCapacity checks how many refcounted traces a depot holds
+// before ErrNoSpace: every refcounted record takes the space of MaxFrames
+// frames, so the default configuration holds 62,976 of them, short or
+// long (123 records of 528 bytes in each of 512 pools), fewer than the
+// 100,000 that 32-frame traces would fill at their own size; with
+// MaxFrames 32 it holds 122,368, the same as persistent ones.
+func TestRefcountedCapacity(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates 32 MiB of pools twice")
+	}
+	for _, c := range []struct {
+		cfg   Config
+		depth int
+		want  int
+	}{
+		{Config{}, 32, 512 * 123},
+		{Config{}, 1, 512 * 123},
+		{Config{MaxFrames: 32}, 32, 512 * 239},
+	} {
+		d := mustNew(t, c.cfg)
+		tr := make([]uint64, c.depth)
+		stored := 0
+		for i := 1; ; i++ {
+			for j := range tr {
+				tr[j] = uint64(i)<<8 | uint64(j)
+			}
+			if _, err := d.SaveFlags(tr, FlagGet); err != nil {
+				if !errors.Is(err, ErrNoSpace) {
+					t.Fatal(err)
+				}
+				break
+			}
+			stored++
+		}
+		if stored != c.want || stored != d.Stats().Refcounted {
+			t.Errorf("%+v, %d frames: %d refcounted traces stored (Stats %d), want %d", c.cfg, c.depth, stored, d.Stats().Refcounted, c.want)
+		}
+		if c.cfg.MaxFrames == 32 && stored < 100000 {
+			t.Errorf("MaxFrames 32 holds only %d refcounted 32-frame traces", stored)
+		}
+	}
+}
