@@ -236,6 +236,17 @@ func liveUnwind(w io.Writer, b bench) error {
 			sep += "---:|"
 		}
 	}
+	// CallersFP against each frame-pointer loop with no checks after it
+	// (the baselines of its checks): above 1 it is slower.
+	fp := -1
+	for i, u := range us {
+		if u.FP && fp < 0 {
+			fp = i
+		} else if u.FP {
+			cols += " " + us[fp].Name + " / " + u.Name + " |"
+			sep += "---:|"
+		}
+	}
 	fmt.Fprintln(w, cols)
 	fmt.Fprintln(w, sep)
 	for _, depth := range benchbody.LiveDepths {
@@ -254,6 +265,9 @@ func liveUnwind(w io.Writer, b bench) error {
 			} else {
 				row += fmt.Sprintf(" %.0f | %s |", ns[i], ratio(ns[0]/ns[i]))
 			}
+		}
+		for i := fp + 1; fp >= 0 && i < len(us); i++ {
+			row += fmt.Sprintf(" %.2fx |", ns[fp]/ns[i])
 		}
 		fmt.Fprintln(w, row)
 	}
