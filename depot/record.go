@@ -207,7 +207,7 @@ func cut(filter func(pc uint64) bool, trace []uint64) []uint64 {
 
 // lookup probes at most steps slots of t for trace w. It returns the
 // record and the state word read before its key and frames were compared:
-// under the lock that is the record's state; a lock-free caller (hit) must
+// under the lock that is the record's state; a lock-free caller (save) must
 // validate it before trusting the match.
 func lookup(d *Depot, t *table, w []uint64, hash uint64, steps int) (uint32, *pool, int, uint64, bool) {
 	key := keyOf(hash, len(w))
@@ -236,7 +236,17 @@ func lookup(d *Depot, t *table, w []uint64, hash uint64, steps int) (uint32, *po
 	return 0, nil, 0, 0, false
 }
 
-// save filters and truncates trace and saves it.
+// save filters and truncates trace and saves it. Its first part is the
+// lock-free hit: the handle of the stored trace, found without the lock
+// unless it is not found within maxLockFreeSteps probes, or it is a
+// refcounted record that a plain Save must pin or whose reference could
+// not be taken; saveSlow then looks again under the lock. A persistent
+// record is never evicted, so frames compared after seeing it persistent
+// are its own. A refcounted one is returned only by the compare-and-swap
+// that takes the reference: it fails if the slot was evicted since the
+// state was read, however often it was reused (the full 40-bit sequence
+// is compared). The hit is written out here rather than called (a call
+// less: 38.7 against 41.5 ns a hit, the mutex map 36 in the same runs).
 func (d *Depot) save(trace []uint64, flags Flags) (Handle, error) {
 	t := d.tab.Load()
 	if t == nil || flags&^flagsKnown != 0 || d.filter != nil || uint(len(trace)-1) >= uint(d.maxFrames) {
@@ -245,9 +255,18 @@ func (d *Depot) save(trace []uint64, flags Flags) (Handle, error) {
 			return 0, err
 		}
 	}
-	h, hash := d.hit(t, trace, flags)
-	if h != 0 {
-		return h, nil
+	hash := maphash.Comparable(d.seed, bytesOf(trace)) // hashWords, which is over the inlining budget
+	if loc, p, off, st, ok := lookup(d, t, trace, hash, maxLockFreeSteps); ok {
+		if testHookAfterRead != nil {
+			testHookAfterRead()
+		}
+		if st&stPersistent != 0 || flags&FlagGet != 0 && st&stRefMask != stRefMask &&
+			atomic.CompareAndSwapUint64(&p[off+1], st, st+1) {
+			if d.countHits {
+				d.hits[stackShard(unsafe.Pointer(&hash))].n.Add(1)
+			}
+			return d.handle(loc, st), nil
+		}
 	}
 	return saveSlow(d, trace, hash, flags)
 }
@@ -286,35 +305,6 @@ func (d *Depot) savePCs(pcs []uintptr, flags Flags) (Handle, error) {
 		buf[i] = uint64(pc)
 	}
 	return d.save(buf[:n], flags)
-}
-
-// hit is the lock-free lookup of a save: the handle of the stored trace w,
-// or 0 if the trace must be looked up again under the lock (not found
-// within maxLockFreeSteps probes, or a refcounted record that a plain
-// Save must pin or whose reference could not be taken). A persistent
-// record is never evicted, so frames compared after seeing it persistent
-// are its own. A refcounted one is returned only by the CAS that takes the
-// reference: it fails if the slot was evicted since the state was read,
-// however often it was reused (the full 40-bit sequence is compared).
-//
-// It returns the trace's hash too, for the slow path.
-func (d *Depot) hit(t *table, w []uint64, flags Flags) (Handle, uint64) {
-	hash := maphash.Comparable(d.seed, bytesOf(w)) // hashWords, which is over the inlining budget
-	loc, p, off, st, ok := lookup(d, t, w, hash, maxLockFreeSteps)
-	if !ok {
-		return 0, hash
-	}
-	if testHookAfterRead != nil {
-		testHookAfterRead()
-	}
-	if st&stPersistent == 0 && (flags&FlagGet == 0 || st&stRefMask == stRefMask ||
-		!atomic.CompareAndSwapUint64(&p[off+1], st, st+1)) {
-		return 0, hash
-	}
-	if d.countHits {
-		d.hits[stackShard(unsafe.Pointer(&hash))].n.Add(1)
-	}
-	return d.handle(loc, st), hash
 }
 
 // saveSlow looks the trace up again under the lock and inserts it if it is
