@@ -325,11 +325,11 @@ func (s *Segment) hiddenErr() error {
 // its entries after skip and before the store's end, copies them,
 // stripped, re-checks the segment's generation and stores the boundary's
 // interrupted PC. The copy of a segment is inline, with no call: steps of
-// four slots, each stored with one operation per slot when all four are
+// eight slots, each stored with one operation per slot when all eight are
 // kernel addresses (bit 55 set: setting the upper half's PAC field, as
 // copyStrip does), else stripped by stripHalf (a select,
 // [ptrauth.Masks.Strip] with the fields of both halves in registers), then
-// two and one slots.
+// four, two (with the same one-operation case) and one slots.
 // Each slot is read once, atomically. A segment's generation is re-checked
 // right after its copy: by the protocol of life, a slot read before the
 // generation is found unchanged held its value of the View's instant, so
@@ -385,22 +385,36 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 		}
 		dst := out[:len(src)]
 		out = out[len(src):]
-		for len(src) >= 4 {
+		for len(src) >= 8 {
+			k := len(dst)
+			q, o := (*[8]uint64)(src), (*[8]uint64)(dst[k-8:])
+			a, b, c, e := atomic.LoadUint64(&q[0]), atomic.LoadUint64(&q[1]), atomic.LoadUint64(&q[2]), atomic.LoadUint64(&q[3])
+			f, g, h, x := atomic.LoadUint64(&q[4]), atomic.LoadUint64(&q[5]), atomic.LoadUint64(&q[6]), atomic.LoadUint64(&q[7])
+			if a&b&c&e&f&g&h&x&(1<<55) != 0 {
+				o[7], o[6], o[5], o[4] = a|m1, b|m1, c|m1, e|m1
+				o[3], o[2], o[1], o[0] = f|m1, g|m1, h|m1, x|m1
+			} else {
+				o[7], o[6], o[5], o[4] = stripHalf(a, m0, m1), stripHalf(b, m0, m1), stripHalf(c, m0, m1), stripHalf(e, m0, m1)
+				o[3], o[2], o[1], o[0] = stripHalf(f, m0, m1), stripHalf(g, m0, m1), stripHalf(h, m0, m1), stripHalf(x, m0, m1)
+			}
+			src, dst = src[8:], dst[:k-8]
+		}
+		if len(src) >= 4 {
 			k := len(dst)
 			q, o := (*[4]uint64)(src), (*[4]uint64)(dst[k-4:])
 			a, b, c, e := atomic.LoadUint64(&q[0]), atomic.LoadUint64(&q[1]), atomic.LoadUint64(&q[2]), atomic.LoadUint64(&q[3])
-			if a&b&c&e&(1<<55) != 0 {
-				o[3], o[2], o[1], o[0] = a|m1, b|m1, c|m1, e|m1
-			} else {
-				o[3], o[2], o[1], o[0] = stripHalf(a, m0, m1), stripHalf(b, m0, m1), stripHalf(c, m0, m1), stripHalf(e, m0, m1)
-			}
+			o[3], o[2], o[1], o[0] = stripHalf(a, m0, m1), stripHalf(b, m0, m1), stripHalf(c, m0, m1), stripHalf(e, m0, m1)
 			src, dst = src[4:], dst[:k-4]
 		}
 		if len(src) >= 2 {
 			k := len(dst)
 			q, o := (*[2]uint64)(src), (*[2]uint64)(dst[k-2:])
 			a, b := atomic.LoadUint64(&q[0]), atomic.LoadUint64(&q[1])
-			o[1], o[0] = stripHalf(a, m0, m1), stripHalf(b, m0, m1)
+			if a&b&(1<<55) != 0 {
+				o[1], o[0] = a|m1, b|m1
+			} else {
+				o[1], o[0] = stripHalf(a, m0, m1), stripHalf(b, m0, m1)
+			}
 			src, dst = src[2:], dst[:k-2]
 		}
 		if len(src) == 1 && len(dst) == 1 {
