@@ -438,11 +438,19 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 			}
 		}
 	}
-	n := len(store) - len(out)
 	if i < nseg {
-		return v.saveFrom(store, n, skip, i)
+		return v.saveRest(&store, len(out), skip, i)
 	}
-	return n, nil
+	return len(store) - len(out), nil
+}
+
+// saveRest is save's hand-over to saveFrom, rest being the number of
+// entries of *store not written. It takes the store by address so that
+// save keeps it in its stack slot and out of the registers of its copy.
+//
+//go:noinline
+func (v *View) saveRest(store *[]uint64, rest, skip, i int) (int, error) {
+	return v.saveFrom(*store, len(*store)-rest, skip, i)
 }
 
 // saveChecked is the general copy, for a View with a bad N or an empty
