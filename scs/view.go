@@ -329,7 +329,10 @@ func (s *Segment) hiddenErr() error {
 // kernel addresses (bit 55 set: setting the upper half's PAC field, as
 // copyStrip does), else stripped by stripHalf (a select,
 // [ptrauth.Masks.Strip] with the fields of both halves in registers), then
-// four, two (with the same one-operation case) and one slots.
+// four, two (with the same one-operation case) and one slots. Only the
+// upper half's field is kept in a register across the loop; the lower
+// half's is loaded from the Layout where a strip needs it, which leaves
+// a step of eight the registers to hold its slots without spilling.
 // Each slot is read once, atomically. A segment's generation is re-checked
 // right after its copy: by the protocol of life, a slot read before the
 // generation is found unchanged held its value of the View's instant, so
@@ -349,8 +352,7 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 		nseg = 1
 	}
 	skip = max(skip, 0)
-	m := v.Layout.InsnMasksPtr()
-	m0, m1 := m.Field(false), m.Field(true)
+	m1 := v.Layout.InsnMasksPtr().Field(true)
 	out := store // the part of store not written yet
 	i := 0
 	for ; i < nseg; i++ {
@@ -394,6 +396,7 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 				o[7], o[6], o[5], o[4] = a|m1, b|m1, c|m1, e|m1
 				o[3], o[2], o[1], o[0] = f|m1, g|m1, h|m1, x|m1
 			} else {
+				m0 := v.Layout.InsnMasksPtr().Field(false)
 				o[7], o[6], o[5], o[4] = stripHalf(a, m0, m1), stripHalf(b, m0, m1), stripHalf(c, m0, m1), stripHalf(e, m0, m1)
 				o[3], o[2], o[1], o[0] = stripHalf(f, m0, m1), stripHalf(g, m0, m1), stripHalf(h, m0, m1), stripHalf(x, m0, m1)
 			}
@@ -402,6 +405,7 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 		if len(src) >= 4 {
 			k := len(dst)
 			q, o := (*[4]uint64)(src), (*[4]uint64)(dst[k-4:])
+			m0 := v.Layout.InsnMasksPtr().Field(false)
 			a, b, c, e := atomic.LoadUint64(&q[0]), atomic.LoadUint64(&q[1]), atomic.LoadUint64(&q[2]), atomic.LoadUint64(&q[3])
 			o[3], o[2], o[1], o[0] = stripHalf(a, m0, m1), stripHalf(b, m0, m1), stripHalf(c, m0, m1), stripHalf(e, m0, m1)
 			src, dst = src[4:], dst[:k-4]
@@ -413,11 +417,13 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 			if a&b&(1<<55) != 0 {
 				o[1], o[0] = a|m1, b|m1
 			} else {
+				m0 := v.Layout.InsnMasksPtr().Field(false)
 				o[1], o[0] = stripHalf(a, m0, m1), stripHalf(b, m0, m1)
 			}
 			src, dst = src[2:], dst[:k-2]
 		}
 		if len(src) == 1 && len(dst) == 1 {
+			m0 := v.Layout.InsnMasksPtr().Field(false)
 			dst[0] = stripHalf(atomic.LoadUint64(&src[0]), m0, m1)
 		}
 		if s.gen != nil && s.gen.Load() != s.genWant {
