@@ -445,18 +445,20 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 		}
 	}
 	if i < nseg {
-		return v.saveRest(&store, len(out), skip, i)
+		return v.saveRest(&store, &out, &skip, i)
 	}
 	return len(store) - len(out), nil
 }
 
-// saveRest is save's hand-over to saveFrom, rest being the number of
-// entries of *store not written. It takes the store by address so that
-// save keeps it in its stack slot and out of the registers of its copy.
+// saveRest is save's hand-over to saveFrom, with *out the part of *store
+// not written and *skip the entries still to skip. It takes them by
+// address so that save keeps them in its frame, read where it uses them,
+// rather than in registers its copy then has to save and restore at
+// every branch.
 //
 //go:noinline
-func (v *View) saveRest(store *[]uint64, rest, skip, i int) (int, error) {
-	return v.saveFrom(*store, len(*store)-rest, skip, i)
+func (v *View) saveRest(store, out *[]uint64, skip *int, i int) (int, error) {
+	return v.saveFrom(*store, len(*store)-len(*out), *skip, i)
 }
 
 // saveChecked is the general copy, for a View with a bad N or an empty
