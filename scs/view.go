@@ -331,9 +331,10 @@ func (s *Segment) hiddenErr() error {
 // [ptrauth.Masks.Strip] with the fields of both halves in registers), then
 // four, two (with the same one-operation case) and one slots. Only the
 // upper half's field is kept in a register across the loop; the lower
-// half's is loaded from the Layout where a strip needs it, which leaves
-// a step of eight the registers to hold its slots without spilling.
-// Each slot is read once, atomically. A segment's generation is re-checked
+// half's is loaded from the Layout where a strip needs it, and the
+// unwritten part of the store and the skip count live in the frame
+// (saveRest takes their addresses), which leaves a step of eight the
+// registers for its slots. Each slot is read once, atomically. A segment's generation is re-checked
 // right after its copy: by the protocol of life, a slot read before the
 // generation is found unchanged held its value of the View's instant, so
 // every segment copied is the View's instant and the segments need no
