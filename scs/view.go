@@ -437,11 +437,12 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 			if skip > 0 {
 				skip--
 			} else {
-				out[0] = s.InterruptedPC
-				out = out[1:]
-				if len(out) == 0 {
+				o := out
+				o[0] = s.InterruptedPC
+				if len(o) == 1 {
 					return len(store), nil
 				}
+				out = o[1:]
 			}
 		}
 	}
