@@ -7,7 +7,7 @@ import (
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
 
-// copyStrip is saveChecked's copy loop (save's is its own, and copySteps): dst[j] is the stripped src[len(src)-1-j],
+// copyStrip is saveChecked's copy loop (save's is its own): dst[j] is the stripped src[len(src)-1-j],
 // newest first; len(dst) >= len(src). Each slot is read once, atomically
 // (READ_ONCE), and stripped with m. It takes four slots per step; when all four
 // are in one half (bit 55 all set: kernel addresses, or all clear: user
@@ -46,40 +46,6 @@ func copyStrip(dst, src []uint64, m ptrauth.Masks) {
 	}
 }
 
-// copySteps is the loop of save's copy of a long segment: dst[j] is the
-// stripped src[len(src)-1-j], len(src) a multiple of eight and len(dst)
-// == len(src). It takes eight slots a step from the oldest (the source
-// walks up and the loads are at constant offsets from it: an atomic load
-// has no indexed form, and the stores do); when all of a step are in one
-// half (bit 55 all set: kernel addresses, or all clear: user addresses)
-// the strip of each is setting, or clearing, that half's field
-// ([ptrauth.Masks.Field]), one operation; a step that mixes halves is
-// stripped out of line (strip8), which keeps the loop's registers free.
-// Each slot is read once, atomically. It is out of line so that its loop
-// has the registers to itself.
-//
-//go:noinline
-func copySteps(dst, src []uint64, m ptrauth.Masks) {
-	m0, m1 := m.Field(false), m.Field(true)
-	dst = dst[:len(src)]
-	for len(src) >= 8 {
-		k := len(dst)
-		q, o := (*[8]uint64)(src), (*[8]uint64)(dst[k-8:])
-		a, b, c, e := atomic.LoadUint64(&q[0]), atomic.LoadUint64(&q[1]), atomic.LoadUint64(&q[2]), atomic.LoadUint64(&q[3])
-		f, g, h, x := atomic.LoadUint64(&q[4]), atomic.LoadUint64(&q[5]), atomic.LoadUint64(&q[6]), atomic.LoadUint64(&q[7])
-		if a&b&c&e&f&g&h&x&(1<<55) != 0 {
-			o[7], o[6], o[5], o[4] = a|m1, b|m1, c|m1, e|m1
-			o[3], o[2], o[1], o[0] = f|m1, g|m1, h|m1, x|m1
-		} else if (a|b|c|e|f|g|h|x)&(1<<55) == 0 {
-			o[7], o[6], o[5], o[4] = a&^m0, b&^m0, c&^m0, e&^m0
-			o[3], o[2], o[1], o[0] = f&^m0, g&^m0, h&^m0, x&^m0
-		} else {
-			strip8(o, &[8]uint64{x, h, g, f, e, c, b, a}, &m)
-		}
-		src, dst = src[8:], dst[:k-8]
-	}
-}
-
 // stripHalf is [ptrauth.Masks.Strip] of a with the fields of both halves,
 // m0 = m.Field(false) and m1 = m.Field(true): bit 55 selects setting m1
 // or clearing m0, which compiles to a conditional move.
@@ -89,16 +55,6 @@ func stripHalf(a, m0, m1 uint64) uint64 {
 		x = a | m1
 	}
 	return x
-}
-
-// strip8 stores the eight values v of a step of save or copySteps that
-// mixes halves, stripped, in o.
-//
-//go:noinline
-func strip8(o, v *[8]uint64, m *ptrauth.Masks) {
-	for j, p := range v {
-		o[j] = m.Strip(p)
-	}
 }
 
 // copyStripBytes is copyStrip over caller memory: dst[j] is

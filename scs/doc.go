@@ -81,8 +81,7 @@
 // (stack_trace_save semantics) and fills at most len(store). Save is small
 // enough for the compiler to inline; its body checks each segment and
 // copies it in one pass, with the PAC strip inlined: there is no function
-// call per frame and no callback, and only a context of 16 entries or
-// more calls its copy loop (once).
+// call and no callback.
 //
 // A View is the immutable description Save reads: one Segment per live
 // context, innermost first. Model.View builds one atomically from a running

@@ -163,9 +163,7 @@ func NewSnapshotView(data []byte, base, x18 uint64, l ptrauth.Layout) View {
 // stacks at the View's instant.
 //
 // Save is small enough to inline. It checks each segment before it reads
-// a slot of it and copies it with no function call per entry (only a
-// segment of 16 entries or more calls its copy loop, once, and a step of
-// eight that mixes kernel and user addresses is stripped out of line).
+// a slot of it and copies it with no function call.
 func Save(v *View, store []uint64, skip int) (int, error) {
 	if v.Disabled {
 		return 0, ErrNotSupported
@@ -323,19 +321,24 @@ func (s *Segment) hiddenErr() error {
 
 // save is Save's body: one pass over the segments the copy may reach.
 // For each it checks the rules of checkSegs for a segment over a model's
-// memory (the common, valid case in a few well-predicted branches, the
-// segment's limit derived once), places its entries after skip and
-// before the store's end, copies them, stripped, and stores the
-// boundary's interrupted PC; last, one re-check of the generations of the
-// segments it read. The copy of a segment is straight-line code with no
-// loop: a segment of 16 slots or more has its steps of eight copied by
-// copySteps (out of line, so that its loop has the registers to itself),
-// and what is left, or a shorter segment, is copied here: one step of
-// eight (stripped as copySteps strips), then four, two and one slots,
-// each stripped by stripHalf (a select, cheaper than
-// [ptrauth.Masks.Strip] with the fields of both halves in registers).
-// Each slot is read once, atomically; the order of the reads is not
-// observable, as the generations are re-checked after the whole copy.
+// memory (the common, valid case in a few well-predicted branches), takes
+// its entries after skip and before the store's end, copies them,
+// stripped, re-checks the segment's generation and stores the boundary's
+// interrupted PC. The copy of a segment is inline, with no call: steps of
+// eight slots, each stored with one operation per slot when all eight are
+// kernel addresses (bit 55 set: setting the upper half's PAC field, as
+// copyStrip does), else stripped by stripHalf (a select,
+// [ptrauth.Masks.Strip] with the fields of both halves in registers), then
+// four, two (with the same one-operation case) and one slots. Only the
+// upper half's field is kept in a register across the loop; the lower
+// half's is loaded from the Layout where a strip needs it, and the
+// unwritten part of the store and the skip count live in the frame
+// (saveRest takes their addresses), which leaves a step of eight the
+// registers for its slots. Each slot is read once, atomically. A segment's generation is re-checked
+// right after its copy: by the protocol of life, a slot read before the
+// generation is found unchanged held its value of the View's instant, so
+// every segment copied is the View's instant and the segments need no
+// common re-check at the end.
 // At the first segment it does not copy itself (caller memory, a hidden
 // top, a broken rule) it hands over to saveFrom, which goes on from that
 // segment with the entries stored so far and returns what saveChecked
@@ -349,10 +352,10 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 	if v.StopAtBoundary {
 		nseg = 1
 	}
-	m := v.Layout.InsnMasksPtr()
-	m0, m1 := m.Field(false), m.Field(true)
 	skip = max(skip, 0)
-	n, i := 0, 0
+	m1 := v.Layout.InsnMasksPtr().Field(true)
+	out := store // the part of store not written yet
+	i := 0
 	for ; i < nseg; i++ {
 		s := &v.Segs[i]
 		w := s.words
@@ -361,96 +364,103 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 		if s.Size != 0 {
 			lim = s.Size
 		}
-		// The rules of checkSegs for a segment over model memory,
-		// segNoMemory to segTopBelow, in one test (Data segments and
-		// hidden tops are left to saveFrom).
 		if w == nil || s.Hidden || (s.Base|s.Size|s.Top)%8 != 0 || lim > mem || s.Top < s.Base {
-			return v.saveFrom(store, n, skip, i)
+			break
 		}
 		if s.Magic {
-			if lim < 8 || atomic.LoadUint64(&w[lim/8-1]) != EndMagic {
-				return v.saveFrom(store, n, skip, i)
+			j := lim/8 - 1
+			if j >= uint64(len(w)) || atomic.LoadUint64(&w[j]) != EndMagic {
+				break
 			}
 			lim -= 8
 		}
 		d := s.Top - s.Base
 		if d > lim {
-			return v.saveFrom(store, n, skip, i)
+			break
 		}
-		hi := int(d / 8) // the entries are w[:hi]
-		if skip >= hi {
-			skip -= hi
-		} else {
-			hi -= skip
-			skip = 0
-			lo := max(hi-(len(store)-n), 0)
-			// dst[j] is the stripped src[len(src)-1-j]: the oldest
-			// slots first, stored from the end of dst.
-			src := w[lo:hi]
-			dst := store[n:]
-			dst = dst[:len(src)]
-			n += len(src)
-			if len(src) >= 16 {
-				k := len(src) &^ 7
-				copySteps(dst[len(src)-k:], src[:k], m)
-				src, dst = src[k:], dst[:len(src)-k]
+		src := w[:d/8]
+		if skip != 0 {
+			k := min(skip, len(src))
+			src, skip = src[:len(src)-k], skip-k
+		}
+		if len(src) > len(out) {
+			src = src[len(src)-len(out):]
+		}
+		dst := out[:len(src)]
+		out = out[len(src):]
+		for len(src) >= 8 {
+			k := len(dst)
+			q, o := (*[8]uint64)(src), (*[8]uint64)(dst[k-8:])
+			a, b, c, e := atomic.LoadUint64(&q[0]), atomic.LoadUint64(&q[1]), atomic.LoadUint64(&q[2]), atomic.LoadUint64(&q[3])
+			f, g, h, x := atomic.LoadUint64(&q[4]), atomic.LoadUint64(&q[5]), atomic.LoadUint64(&q[6]), atomic.LoadUint64(&q[7])
+			if a&b&c&e&f&g&h&x&(1<<55) != 0 {
+				o[7], o[6], o[5], o[4] = a|m1, b|m1, c|m1, e|m1
+				o[3], o[2], o[1], o[0] = f|m1, g|m1, h|m1, x|m1
+			} else {
+				m0 := v.Layout.InsnMasksPtr().Field(false)
+				o[7], o[6], o[5], o[4] = stripHalf(a, m0, m1), stripHalf(b, m0, m1), stripHalf(c, m0, m1), stripHalf(e, m0, m1)
+				o[3], o[2], o[1], o[0] = stripHalf(f, m0, m1), stripHalf(g, m0, m1), stripHalf(h, m0, m1), stripHalf(x, m0, m1)
 			}
-			// One step of copySteps, written out here on purpose: it is
-			// over the inlining budget, and a call would cost about what
-			// the step does for a context of 8 to 15 slots.
-			if len(src) >= 8 {
-				k := len(dst)
-				q, o := (*[8]uint64)(src), (*[8]uint64)(dst[k-8:])
-				a, b, c, e := atomic.LoadUint64(&q[0]), atomic.LoadUint64(&q[1]), atomic.LoadUint64(&q[2]), atomic.LoadUint64(&q[3])
-				f, g, h, x := atomic.LoadUint64(&q[4]), atomic.LoadUint64(&q[5]), atomic.LoadUint64(&q[6]), atomic.LoadUint64(&q[7])
-				if a&b&c&e&f&g&h&x&(1<<55) != 0 {
-					o[7], o[6], o[5], o[4] = a|m1, b|m1, c|m1, e|m1
-					o[3], o[2], o[1], o[0] = f|m1, g|m1, h|m1, x|m1
-				} else if (a|b|c|e|f|g|h|x)&(1<<55) == 0 {
-					o[7], o[6], o[5], o[4] = a&^m0, b&^m0, c&^m0, e&^m0
-					o[3], o[2], o[1], o[0] = f&^m0, g&^m0, h&^m0, x&^m0
-				} else {
-					strip8(o, &[8]uint64{x, h, g, f, e, c, b, a}, &m)
-				}
-				src, dst = src[8:], dst[:k-8]
-			}
-			if len(src) >= 4 {
-				k := len(dst)
-				q, o := (*[4]uint64)(src), (*[4]uint64)(dst[k-4:])
-				a, b, c, e := atomic.LoadUint64(&q[0]), atomic.LoadUint64(&q[1]), atomic.LoadUint64(&q[2]), atomic.LoadUint64(&q[3])
-				o[3], o[2], o[1], o[0] = stripHalf(a, m0, m1), stripHalf(b, m0, m1), stripHalf(c, m0, m1), stripHalf(e, m0, m1)
-				src, dst = src[4:], dst[:k-4]
-			}
-			if len(src) >= 2 {
-				k := len(dst)
-				q, o := (*[2]uint64)(src), (*[2]uint64)(dst[k-2:])
-				a, b := atomic.LoadUint64(&q[0]), atomic.LoadUint64(&q[1])
+			src, dst = src[8:], dst[:k-8]
+		}
+		if len(src) >= 4 {
+			k := len(dst)
+			q, o := (*[4]uint64)(src), (*[4]uint64)(dst[k-4:])
+			m0 := v.Layout.InsnMasksPtr().Field(false)
+			a, b, c, e := atomic.LoadUint64(&q[0]), atomic.LoadUint64(&q[1]), atomic.LoadUint64(&q[2]), atomic.LoadUint64(&q[3])
+			o[3], o[2], o[1], o[0] = stripHalf(a, m0, m1), stripHalf(b, m0, m1), stripHalf(c, m0, m1), stripHalf(e, m0, m1)
+			src, dst = src[4:], dst[:k-4]
+		}
+		if len(src) >= 2 {
+			k := len(dst)
+			q, o := (*[2]uint64)(src), (*[2]uint64)(dst[k-2:])
+			a, b := atomic.LoadUint64(&q[0]), atomic.LoadUint64(&q[1])
+			if a&b&(1<<55) != 0 {
+				o[1], o[0] = a|m1, b|m1
+			} else {
+				m0 := v.Layout.InsnMasksPtr().Field(false)
 				o[1], o[0] = stripHalf(a, m0, m1), stripHalf(b, m0, m1)
-				src, dst = src[2:], dst[:k-2]
 			}
-			if len(src) == 1 && len(dst) == 1 {
-				dst[0] = stripHalf(atomic.LoadUint64(&src[0]), m0, m1)
-			}
-			if n == len(store) {
-				break
-			}
+			src, dst = src[2:], dst[:k-2]
 		}
-		if i+1 < nseg && s.HasInterruptedPC {
+		if len(src) == 1 && len(dst) == 1 {
+			m0 := v.Layout.InsnMasksPtr().Field(false)
+			dst[0] = stripHalf(atomic.LoadUint64(&src[0]), m0, m1)
+		}
+		if s.gen != nil && s.gen.Load() != s.genWant {
+			return 0, ErrChanged
+		}
+		if len(out) == 0 {
+			return len(store), nil
+		}
+		if s.HasInterruptedPC && i+1 < nseg {
 			if skip > 0 {
 				skip--
 			} else {
-				store[n] = s.InterruptedPC
-				n++
-				if n == len(store) {
-					break
+				o := out
+				o[0] = s.InterruptedPC
+				if len(o) == 1 {
+					return len(store), nil
 				}
+				out = o[1:]
 			}
 		}
 	}
-	if v.changed(min(i+1, nseg)) {
-		return 0, ErrChanged
+	if i < nseg {
+		return v.saveRest(&store, &out, &skip, i)
 	}
-	return n, nil
+	return len(store) - len(out), nil
+}
+
+// saveRest is save's hand-over to saveFrom, with *out the part of *store
+// not written and *skip the entries still to skip. It takes them by
+// address so that save keeps them in its frame, read where it uses them,
+// rather than in registers its copy then has to save and restore at
+// every branch.
+//
+//go:noinline
+func (v *View) saveRest(store, out *[]uint64, skip *int, i int) (int, error) {
+	return v.saveFrom(*store, len(*store)-len(*out), *skip, i)
 }
 
 // saveChecked is the general copy, for a View with a bad N or an empty
