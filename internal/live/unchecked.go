@@ -33,8 +33,8 @@ func UncheckedFP(skip int, pc []uintptr) (int, error) {
 }
 
 // GounwindFP is the second baseline of CallersFP's checks: the frame-pointer
-// loop of github.com/felixge/gounwind in that package's own shape (written
-// here from its description, not its code), which is what the speed target
+// loop of github.com/felixge/gounwind in that package's own shape (its
+// algorithm in this package's own code), which is what the speed target
 // of CallersFP names. An exported non-inlined function calls a non-inlined,
 // nosplit one whose loop reads the return address at [fp+8], stores it
 // unless it still has frames to skip (a test in the loop), follows [fp]
