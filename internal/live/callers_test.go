@@ -523,8 +523,9 @@ func TestSlowPathSkip(t *testing.T) {
 func TestCallersConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	errc := make(chan error, 8)
-	stop := make(chan struct{})
+	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(stopped)
 		for {
 			select {
 			case <-stop:
@@ -559,7 +560,11 @@ func TestCallersConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	// Wait for the emptier too: one more resetCache after the test has
+	// returned (it was descheduled under CI's load) emptied the cache in
+	// the middle of TestCgoCallback, which then learned again.
 	close(stop)
+	<-stopped
 	close(errc)
 	for err := range errc {
 		t.Fatal(err)
