@@ -400,8 +400,13 @@ func insertOverflow(ret, w uintptr) {
 	overflow.Store(&m)
 }
 
+// cacheResets counts resetCache calls, so that a test can tell an emptied
+// cache from a relearning bug.
+var cacheResets atomic.Uint64
+
 // resetCache empties the cache (tests and benchmarks of the cold path).
 func resetCache() {
+	cacheResets.Add(1)
 	c := cache
 	for i := range c.slots {
 		c.slots[i].Store(empty)
