@@ -83,13 +83,13 @@ func (v *View) frames(yield func(Frame, error) bool) {
 			yield(Frame{}, err)
 			return
 		}
-		if s.gen != nil && s.gen.Load() != s.genWant {
+		if s.changed() {
 			yield(Frame{}, ErrChanged)
 			return
 		}
 		for w := cnt[0] - 1; w >= 0; w-- {
 			raw := s.word(w)
-			if s.gen != nil && s.gen.Load() != s.genWant { // raw may be of a later lifetime
+			if s.changed() { // raw may be of a later lifetime
 				yield(Frame{}, ErrChanged)
 				return
 			}

@@ -51,9 +51,14 @@ func (l *life) raise(v uint64) {
 // change.
 func (v *View) changed(n int) bool {
 	for i := range min(n, v.N) {
-		if s := &v.Segs[i]; s.gen != nil && s.gen.Load() != s.genWant {
+		if v.Segs[i].changed() {
 			return true
 		}
 	}
 	return false
 }
+
+// changed reports whether the model's stack under s was rewritten after
+// the View holding s was taken; a segment over caller memory (no
+// generation) never changes.
+func (s *Segment) changed() bool { return s.gen != nil && s.gen.Load() != s.genWant }

@@ -427,7 +427,7 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 			m0 := v.Layout.InsnMasksPtr().Field(false)
 			dst[0] = stripHalf(atomic.LoadUint64(&src[0]), m0, m1)
 		}
-		if s.gen != nil && s.gen.Load() != s.genWant {
+		if s.changed() {
 			return 0, ErrChanged
 		}
 		if len(out) == 0 {
