@@ -10,10 +10,11 @@ import (
 // sync.Map) on 4,096 distinct 32-frame traces, at the default
 // configuration with hit counting on, on one goroutine (g1) and on two
 // (g2, the b.N operations split between two goroutines running at once,
-// so ns/op is wall time per operation). hash/ is the floor: hashing the
-// trace alone, with the function the depot uses; plainmap/ is the
-// other floor: a map[string] lookup of the same bytes with no lock. The bodies are package
-// internal/benchbody's, the ones examples/compare runs for the README.
+// so ns/op is wall time per operation). hash/ is one floor: hashing the
+// trace alone, with the function the depot uses; plainmap/ is the other:
+// a map[string] lookup of the same bytes with no lock. The bodies are
+// package internal/benchbody's, the ones examples/compare runs for the
+// README.
 //
 //	go test -run '^$' -bench . -count 6 ./depot
 

@@ -1,7 +1,6 @@
 package benchbody
 
 import (
-	"github.com/unwindkit/unwindkit/internal/tracegen"
 	"hash/maphash"
 	"slices"
 	"sync"
@@ -10,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/unwindkit/unwindkit/depot"
+	"github.com/unwindkit/unwindkit/internal/tracegen"
 )
 
 // The depot's workload: DepotTraces distinct traces of DepotDepth frames
