@@ -258,8 +258,8 @@ func (d *Depot) save(trace []uint64, flags Flags) (Handle, error) {
 	// The hash a map[string] uses, applied to the frames' bytes in one
 	// call (maphash.Comparable of a string: the runtime's memhash,
 	// AES-based where the CPU has AES, without allocating; maphash.String
-	// and maphash.Bytes hash in 128-byte pieces at 1.6x to 2x the cost
-	// for a 32-frame trace). It is not a cryptographic hash: a candidate
+	// hashes in 128-byte pieces at 1.6x the cost for a 32-frame trace,
+	// and a maphash.Hash fed the same bytes costs 2x). It is not a cryptographic hash: a candidate
 	// is trusted only after every frame compares equal, so a collision
 	// costs a longer probe; the seed is random per depot so that crafted
 	// traces cannot force long probes across runs.
