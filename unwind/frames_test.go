@@ -2,6 +2,7 @@ package unwind_test
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"testing"
@@ -94,14 +95,21 @@ func TestSCSFramesAllocs(t *testing.T) {
 				sum += f.PC
 			}
 		}
-		allocs = testing.AllocsPerRun(100, run)
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		for range 100 {
-			run()
+		// AllocsPerRun and MemStats count every allocation in the
+		// process, the runtime's own included: keep the least of a few
+		// rounds, which is what Frames itself costs.
+		allocs, bytes = math.Inf(1), math.MaxUint64
+		for range 5 {
+			allocs = min(allocs, testing.AllocsPerRun(100, run))
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for range 100 {
+				run()
+			}
+			runtime.ReadMemStats(&after)
+			bytes = min(bytes, (after.TotalAlloc-before.TotalAlloc)/100)
 		}
-		runtime.ReadMemStats(&after)
-		return allocs, (after.TotalAlloc - before.TotalAlloc) / 100
+		return allocs, bytes
 	}
 	smallA, smallB := measure(4 << 10)
 	bigA, bigB := measure(1 << 20)
@@ -109,7 +117,13 @@ func TestSCSFramesAllocs(t *testing.T) {
 	// Bytes from MemStats include what the runtime allocates meanwhile
 	// (GC, other goroutines), so compare with room: the defect this
 	// guards against (a buffer the size of the region) costs 1 MiB here.
-	if bigA != smallA || bigB > 2*smallB+256 {
+	// Under -race the count itself varies between runs (20 or 21 a trace
+	// in both sizes, in any order), so a race build allows one.
+	slack := 0.0
+	if raceEnabled {
+		slack = 1
+	}
+	if math.Abs(bigA-smallA) > slack || bigB > 2*smallB+256 {
 		t.Errorf("Frames cost grows with the region: %v allocs %d B (4 KiB) vs %v allocs %d B (1 MiB)", smallA, smallB, bigA, bigB)
 	}
 	if frames := depth + 1; !raceEnabled && smallA > float64(2*frames+1) {
