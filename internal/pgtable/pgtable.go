@@ -120,18 +120,10 @@ func Walk(f Format, root, va uint64, read Reader) (Result, error) {
 	if err := f.Validate(); err != nil {
 		return res, err
 	}
-	bits := f.PageShift - 3
 	n, start := f.Levels()
 	table := root &^ 7
 	for i := 0; i < n; i++ {
-		level := start + i
-		shift := f.PageShift + uint(3-level)*bits
-		idxBits := bits
-		if i == 0 {
-			idxBits = f.VABits - shift
-		}
-		idx := va >> shift & (1<<idxBits - 1)
-		pa := table + idx*8
+		level, shift, pa := f.step(table, va, i)
 		for k := 0; k < i; k++ {
 			if res.Tables[k]&^(1<<f.PageShift-1) == table {
 				return res, &Error{VA: va, DescPA: pa, Level: level, Msg: fmt.Sprintf("table %#x is also the level %d table: the tables loop", table, start+k)}
@@ -153,10 +145,7 @@ func Walk(f Format, root, va uint64, read Reader) (Result, error) {
 			return f.leaf(res, d, va, shift, level), nil
 		}
 		if !isTable {
-			// Blocks: level 1 and 2 (level 1 only with 4K, or with
-			// LPA2/LPA at 16K/64K); level 0 with LPA2 and 4K.
-			ok := level == 2 || (level == 1 && (f.PageShift == 12 || f.LPA2 || f.LPA)) || (level == 0 && f.LPA2 && f.PageShift == 12)
-			if !ok {
+			if !f.blockAt(level) {
 				return res, &Error{VA: va, DescPA: pa, Level: level, Msg: fmt.Sprintf("block descriptor %#x not allowed at this level", d)}
 			}
 			return f.leaf(res, d, va, shift, level), nil
@@ -164,6 +153,101 @@ func Walk(f Format, root, va uint64, read Reader) (Result, error) {
 		table = f.OA(d, f.PageShift)
 	}
 	return res, &Error{VA: va, Level: start + n, Msg: "no leaf"}
+}
+
+// step returns the level of the i-th lookup of a walk (0: the first), the
+// shift of the address bits it resolves, and the physical address of va's
+// descriptor in the table at table.
+func (f Format) step(table, va uint64, i int) (level int, shift uint, pa uint64) {
+	bits := f.PageShift - 3
+	_, start := f.Levels()
+	level = start + i
+	shift = f.PageShift + uint(3-level)*bits
+	idxBits := bits
+	if i == 0 {
+		idxBits = f.VABits - shift
+	}
+	return level, shift, table + (va>>shift&(1<<idxBits-1))*8
+}
+
+// blockAt reports whether a block descriptor is allowed at level: levels 1
+// and 2 (level 1 only with 4K, or with LPA2/LPA at 16K/64K), and level 0
+// with LPA2 and 4K.
+func (f Format) blockAt(level int) bool {
+	return level == 2 || (level == 1 && (f.PageShift == 12 || f.LPA2 || f.LPA)) || (level == 0 && f.LPA2 && f.PageShift == 12)
+}
+
+// Desc returns the output-address bits of a descriptor for oa, which must
+// be aligned to what the descriptor maps (a granule for a table): the
+// inverse of OA.
+func (f Format) Desc(oa uint64) uint64 {
+	switch {
+	case f.LPA2:
+		return oa&(1<<50-1) | (oa>>50&3)<<8
+	case f.LPA && f.PageShift == 16:
+		return oa&(1<<48-1) | (oa>>48&0xf)<<12
+	}
+	return oa & (1<<48 - 1)
+}
+
+// Memory is physical memory that Map builds tables in.
+type Memory interface {
+	// Read reads the 8-byte word at pa.
+	Read(pa uint64) (uint64, error)
+	// Write writes the 8-byte word at pa.
+	Write(pa, v uint64) error
+	// NewTable returns the physical address of a zeroed, granule-aligned
+	// page for a new table.
+	NewTable() (uint64, error)
+}
+
+// Map makes va translate to pa through the table at root: the inverse of
+// Walk, for building translation tables (tests, synthetic images). The leaf
+// is at level leaf (3: a page; a lower level: a block, where the format
+// allows one) and maps the leaf-sized region holding pa; its descriptor is
+// pa's address bits, the valid bit (and the page bit at level 3) and
+// attrs. Tables missing on the way are taken from m.NewTable. A mapping
+// already on the way (a block where a table is needed) is an error, never
+// replaced.
+func Map(f Format, root, va, pa uint64, leaf int, attrs uint64, m Memory) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	n, start := f.Levels()
+	if leaf < start || leaf > 3 || leaf < 3 && !f.blockAt(leaf) {
+		return fmt.Errorf("pgtable: no leaf at level %d in this format", leaf)
+	}
+	table := root &^ 7
+	for i := 0; i < n; i++ {
+		level, shift, slot := f.step(table, va, i)
+		if level == leaf {
+			d := f.Desc(pa&^(1<<shift-1)) | 1 | attrs
+			if level == 3 {
+				d |= 2
+			}
+			return m.Write(slot, d)
+		}
+		d, err := m.Read(slot)
+		if err != nil {
+			return err
+		}
+		switch d & 3 {
+		case 3: // a table
+		case 1:
+			return &Error{VA: va, DescPA: slot, Level: level, Msg: fmt.Sprintf("block descriptor %#x where a table is needed", d)}
+		default:
+			t, err := m.NewTable()
+			if err != nil {
+				return err
+			}
+			d = f.Desc(t) | 3
+			if err := m.Write(slot, d); err != nil {
+				return err
+			}
+		}
+		table = f.OA(d, f.PageShift)
+	}
+	return nil
 }
 
 func (f Format) leaf(res Result, d, va uint64, shift uint, level int) Result {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -44,45 +45,16 @@ func (b *builder) alloc() uint64 {
 	return pa
 }
 
-// enc encodes output address oa into a descriptor of the format.
-func (b *builder) enc(oa uint64) uint64 {
-	switch {
-	case b.f.LPA2:
-		return oa&(1<<50-1) | (oa>>50&3)<<8
-	case b.f.LPA:
-		return oa&(1<<48-1) | (oa>>48&0xf)<<12
-	}
-	return oa
-}
+// Read, Write and NewTable make a builder the Memory that Map builds in.
+func (b *builder) Read(pa uint64) (uint64, error) { return b.mem.read(pa) }
+func (b *builder) Write(pa, v uint64) error       { b.mem[pa] = v; return nil }
+func (b *builder) NewTable() (uint64, error)      { return b.alloc(), nil }
 
 // mapAt maps va to pa with a leaf at level leaf (3: page).
-func (b *builder) mapAt(va, pa uint64, leaf int, extra uint64) {
-	bits := b.f.PageShift - 3
-	n, start := b.f.Levels()
-	table := b.root
-	for i := 0; i < n; i++ {
-		level := start + i
-		shift := b.f.PageShift + uint(3-level)*bits
-		idxBits := bits
-		if i == 0 {
-			idxBits = b.f.VABits - shift
-		}
-		slot := table + (va>>shift&(1<<idxBits-1))*8
-		if level == leaf {
-			d := b.enc(pa&^(1<<shift-1)) | 1 | extra
-			if level == 3 {
-				d |= 2
-			}
-			b.mem[slot] = d
-			return
-		}
-		d := b.mem[slot]
-		if d&3 != 3 {
-			t := b.alloc()
-			d = b.enc(t) | 3
-			b.mem[slot] = d
-		}
-		table = b.f.OA(d, b.f.PageShift)
+func (b *builder) mapAt(t testing.TB, va, pa uint64, leaf int, extra uint64) {
+	t.Helper()
+	if err := Map(b.f, b.root, va, pa, leaf, extra, b); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -112,7 +84,7 @@ func TestWalkFormats(t *testing.T) {
 			b := newBuilder(tc.f, 0x1000_0000)
 			va := uint64(1)<<(tc.f.VABits-1) | 0x1234_5000&(1<<(tc.f.VABits-1)-1)
 			va &^= 1<<tc.f.PageShift - 1
-			b.mapAt(va, tc.pa, 3, 0)
+			b.mapAt(t, va, tc.pa, 3, 0)
 			r, err := Walk(tc.f, b.root, va|0x18, b.mem.read)
 			if err != nil {
 				t.Fatal(err)
@@ -132,7 +104,7 @@ func TestWalkFormats(t *testing.T) {
 				}
 				bva := uint64(i+1) << shift
 				bpa := tc.pa &^ (1<<shift - 1)
-				b.mapAt(bva, bpa, lvl, 1<<52)
+				b.mapAt(t, bva, bpa, lvl, 1<<52)
 				off := uint64(1)<<shift - 8
 				r, err := Walk(tc.f, b.root, bva+off, b.mem.read)
 				if err != nil {
@@ -157,7 +129,7 @@ func TestContiguous(t *testing.T) {
 	b := newBuilder(f, 0x1000_0000)
 	va := uint64(0xffff_8000_0800_0000)
 	for i := uint64(0); i < 16; i++ {
-		b.mapAt(va+i<<12, 0x4020_0000+i<<12, 3, 1<<52)
+		b.mapAt(t, va+i<<12, 0x4020_0000+i<<12, 3, 1<<52)
 	}
 	for i := uint64(0); i < 16; i++ {
 		r, err := Walk(f, b.root, va+i<<12+8, b.mem.read)
@@ -213,3 +185,69 @@ func FuzzWalk(f *testing.F) {
 		}
 	})
 }
+
+// TestDescInvertsOA checks that Desc puts every output address a format
+// can express where OA reads it back, for tables, blocks and pages.
+func TestDescInvertsOA(t *testing.T) {
+	for _, f := range []Format{
+		{PageShift: 12, VABits: 48},
+		{PageShift: 12, VABits: 52, LPA2: true},
+		{PageShift: 14, VABits: 52, LPA2: true},
+		{PageShift: 16, VABits: 48},
+		{PageShift: 16, VABits: 52, LPA: true},
+	} {
+		oaBits := uint(48)
+		if f.LPA2 || f.LPA {
+			oaBits = 52
+		}
+		for i := range uint64(2000) {
+			shift := f.PageShift + uint(i%3)*(f.PageShift-3) // page, level 2, level 1
+			oa := (i*0x9e3779b97f4a7c15)&(1<<oaBits-1)&^(1<<shift-1) | 1<<(oaBits-1)
+			if got := f.OA(f.Desc(oa)|3, shift); got != oa {
+				t.Fatalf("%+v shift %d: OA(Desc(%#x)) = %#x", f, shift, oa, got)
+			}
+		}
+	}
+}
+
+// TestMapRefuses checks what Map will not do: a leaf at a level the format
+// has no block (or no level) for, a table where a block already maps, and
+// building on when memory fails; each leaves the tables as they were.
+func TestMapRefuses(t *testing.T) {
+	f := Format{PageShift: 14, VABits: 48} // levels 0-3; blocks only at level 2
+	b := newBuilder(f, 0x1000_0000)
+	for _, leaf := range []int{-1, 0, 1, 4} {
+		if err := Map(f, b.root, 0x4000_0000, 0x8000_0000, leaf, 0, b); err == nil {
+			t.Errorf("leaf at level %d: no error", leaf)
+		}
+	}
+	if err := Map(Format{PageShift: 13, VABits: 48}, b.root, 0, 0, 3, 0, b); err == nil {
+		t.Error("an invalid format: no error")
+	}
+	b.mapAt(t, 0x4000_0000, 0x8000_0000, 2, 0) // a 32 MiB block
+	before := maps.Clone(b.mem)
+	err := Map(f, b.root, 0x4000_4000, 0x9000_0000, 3, 0, b)
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Level != 2 || !strings.Contains(err.Error(), "block") {
+		t.Errorf("a page inside a block: %v, want an *Error at level 2 naming the block", err)
+	}
+	if !maps.Equal(b.mem, before) {
+		t.Error("a refused Map changed the tables")
+	}
+	if r, err := Walk(f, b.root, 0x4000_4000, b.mem.read); err != nil || r.PA != 0x8000_4000 || r.Level != 2 {
+		t.Errorf("the block after a refused Map: %+v, %v", r, err)
+	}
+	full := errors.New("out of table pages")
+	err = Map(f, b.root, 0x8000_0000_0000, 0x8000_0000, 3, 0, failingTables{b, full})
+	if !errors.Is(err, full) {
+		t.Errorf("NewTable failing: %v, want its error", err)
+	}
+}
+
+// failingTables is a builder whose NewTable fails.
+type failingTables struct {
+	*builder
+	err error
+}
+
+func (m failingTables) NewTable() (uint64, error) { return 0, m.err }

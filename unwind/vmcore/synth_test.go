@@ -59,48 +59,25 @@ func (s *synth) pa(ramOff uint64) uint64 { return s.o.ramBase + ramOff }
 func (s *synth) put64(pa, v uint64)     { le.PutUint64(s.ram[pa-s.o.ramBase:], v) }
 func (s *synth) get64(pa uint64) uint64 { return le.Uint64(s.ram[pa-s.o.ramBase:]) }
 
-func (s *synth) enc(oa uint64) uint64 {
-	switch {
-	case s.f.LPA2:
-		return oa&(1<<50-1) | (oa>>50&3)<<8
-	case s.f.LPA:
-		return oa&(1<<48-1) | (oa>>48&0xf)<<12
-	}
-	return oa
+// Read, Write and NewTable make a synth the pgtable.Memory its tables are
+// built in: RAM, with table pages taken from tablesOff up.
+func (s *synth) Read(pa uint64) (uint64, error) { return s.get64(pa), nil }
+func (s *synth) Write(pa, v uint64) error       { s.put64(pa, v); return nil }
+func (s *synth) NewTable() (uint64, error) {
+	t := s.pa(s.next)
+	s.next += 1 << s.f.PageShift
+	return t, nil
 }
 
-// mapAt maps va to pa with a leaf at level leaf.
+// mapAt maps va to pa with a leaf at level leaf, accessed (AF) and, where
+// the descriptor has the field, inner shareable as PROT_DEFAULT has.
 func (s *synth) mapAt(va, pa uint64, leaf int, extra uint64) {
-	bits := s.f.PageShift - 3
-	n, start := s.f.Levels()
-	table := s.root
-	for i := 0; i < n; i++ {
-		level := start + i
-		shift := s.f.PageShift + uint(3-level)*bits
-		idxBits := bits
-		if i == 0 {
-			idxBits = s.f.VABits - shift
-		}
-		slot := table + (va>>shift&(1<<idxBits-1))*8
-		if level == leaf {
-			d := s.enc(pa&^(1<<shift-1)) | 1 | 1<<10 | extra // AF
-			if !s.f.LPA2 {
-				d |= 3 << 8 // SH: inner shareable, as PROT_DEFAULT has
-			}
-			if level == 3 {
-				d |= 2
-			}
-			s.put64(slot, d)
-			return
-		}
-		d := s.get64(slot)
-		if d&3 != 3 {
-			t := s.pa(s.next)
-			s.next += 1 << s.f.PageShift
-			d = s.enc(t) | 3
-			s.put64(slot, d)
-		}
-		table = s.f.OA(d, s.f.PageShift)
+	attrs := 1<<10 | extra
+	if !s.f.LPA2 {
+		attrs |= 3 << 8
+	}
+	if err := pgtable.Map(s.f, s.root, va, pa, leaf, attrs, s); err != nil {
+		panic(err)
 	}
 }
 
