@@ -124,10 +124,8 @@ func Walk(f Format, root, va uint64, read Reader) (Result, error) {
 	table := root &^ 7
 	for i := 0; i < n; i++ {
 		level, shift, pa := f.step(table, va, i)
-		for k := 0; k < i; k++ {
-			if res.Tables[k]&^(1<<f.PageShift-1) == table {
-				return res, &Error{VA: va, DescPA: pa, Level: level, Msg: fmt.Sprintf("table %#x is also the level %d table: the tables loop", table, start+k)}
-			}
+		if err := f.loop(res.Tables[:i], table, va, pa, level); err != nil {
+			return res, err
 		}
 		res.Tables[i], res.Steps = pa, i+1
 		d, err := read(pa)
@@ -170,6 +168,20 @@ func (f Format) step(table, va uint64, i int) (level int, shift uint, pa uint64)
 	return level, shift, table + (va>>shift&(1<<idxBits-1))*8
 }
 
+// loop returns the error for a walk of va about to read the descriptor at
+// pa, in the table at table, when it has read one from that table already
+// (descs: the addresses of the descriptors read, root first), or nil: hostile
+// tables that point back cannot make a walk, or Map, go round.
+func (f Format) loop(descs []uint64, table, va, pa uint64, level int) error {
+	_, start := f.Levels()
+	for k, d := range descs {
+		if d&^(1<<f.PageShift-1) == table {
+			return &Error{VA: va, DescPA: pa, Level: level, Msg: fmt.Sprintf("table %#x is also the level %d table: the tables loop", table, start+k)}
+		}
+	}
+	return nil
+}
+
 // blockAt reports whether a block descriptor is allowed at level: levels 1
 // and 2 (level 1 only with 4K, or with LPA2/LPA at 16K/64K), and level 0
 // with LPA2 and 4K.
@@ -208,7 +220,8 @@ type Memory interface {
 // pa's address bits, the valid bit (and the page bit at level 3) and
 // attrs. Tables missing on the way are taken from m.NewTable. A mapping
 // already on the way (a block where a table is needed) is an error, never
-// replaced.
+// replaced, and so are tables that point back, as in Walk: after a Map
+// that succeeds, Walk translates va to pa.
 func Map(f Format, root, va, pa uint64, leaf int, attrs uint64, m Memory) error {
 	if err := f.Validate(); err != nil {
 		return err
@@ -218,8 +231,13 @@ func Map(f Format, root, va, pa uint64, leaf int, attrs uint64, m Memory) error 
 		return fmt.Errorf("pgtable: no leaf at level %d in this format", leaf)
 	}
 	table := root &^ 7
+	var descs [5]uint64 // the descriptors' addresses, root first, as Walk's Tables
 	for i := 0; i < n; i++ {
 		level, shift, slot := f.step(table, va, i)
+		if err := f.loop(descs[:i], table, va, slot, level); err != nil {
+			return err
+		}
+		descs[i] = slot
 		if level == leaf {
 			d := f.Desc(pa&^(1<<shift-1)) | 1 | attrs
 			if level == 3 {

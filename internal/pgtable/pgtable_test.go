@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/bits"
 	"strings"
 	"testing"
 
@@ -186,6 +187,71 @@ func FuzzWalk(f *testing.F) {
 	})
 }
 
+// FuzzMap maps va to pa through arbitrary existing tables (mem, at
+// physical address 0; new tables come from above it): Map never panics
+// and, when it succeeds, Walk translates va to pa at the leaf's level, so
+// hostile tables can neither make Map go round nor write where the walk
+// does not read.
+func FuzzMap(f *testing.F) {
+	f.Add(make([]byte, 4096), uint64(0x1234_5000), uint64(0x4000_0000), uint8(12), uint8(48), int8(3), false)
+	f.Add([]byte{3, 0, 0, 0, 0, 0, 0, 0}, uint64(0xffff000012345678), uint64(0x8000_0000), uint8(12), uint8(52), int8(2), true)
+	f.Fuzz(func(t *testing.T, mem []byte, va, pa uint64, shift, vabits uint8, leaf int8, lpa2 bool) {
+		fm := Format{PageShift: uint(shift), VABits: uint(vabits), LPA2: lpa2, LPA: !lpa2}
+		m := &fuzzMem{mem: mem, extra: phys{}, next: (uint64(len(mem)) + 1<<16) &^ (1<<16 - 1)}
+		if err := Map(fm, 0, va, pa, int(leaf), 0, m); err != nil {
+			return
+		}
+		r, err := Walk(fm, 0, va, m.Read)
+		if err != nil {
+			t.Fatalf("Map succeeded, then Walk: %v", err)
+		}
+		want := fm.OA(fm.Desc(pa&^(r.Size-1))|3, uint(bits.TrailingZeros64(r.Size))) | va&(r.Size-1)
+		if r.Level != int(leaf) || r.PA != want {
+			t.Fatalf("Map(va %#x, pa %#x, level %d), then Walk: %+v, want pa %#x", va, pa, leaf, r, want)
+		}
+	})
+}
+
+// fuzzMem is mem (from physical address 0) and, above it, the tables
+// NewTable hands out.
+type fuzzMem struct {
+	mem   []byte
+	extra phys
+	next  uint64
+}
+
+func (m *fuzzMem) in(pa uint64) bool {
+	return pa%8 == 0 && pa < uint64(len(m.mem)) && uint64(len(m.mem))-pa >= 8
+}
+
+func (m *fuzzMem) Read(pa uint64) (uint64, error) {
+	if m.in(pa) {
+		return binary.LittleEndian.Uint64(m.mem[pa:]), nil
+	}
+	return m.extra.read(pa)
+}
+
+func (m *fuzzMem) Write(pa, v uint64) error {
+	if m.in(pa) {
+		binary.LittleEndian.PutUint64(m.mem[pa:], v)
+		return nil
+	}
+	if _, err := m.extra.read(pa); err != nil {
+		return err
+	}
+	m.extra[pa] = v
+	return nil
+}
+
+func (m *fuzzMem) NewTable() (uint64, error) {
+	pa := m.next
+	m.next += 1 << 16 // the largest granule: aligned for every format
+	for i := uint64(0); i < 1<<16; i += 8 {
+		m.extra[pa+i] = 0
+	}
+	return pa, nil
+}
+
 // TestDescInvertsOA checks that Desc puts every output address a format
 // can express where OA reads it back, for tables, blocks and pages.
 func TestDescInvertsOA(t *testing.T) {
@@ -211,8 +277,9 @@ func TestDescInvertsOA(t *testing.T) {
 }
 
 // TestMapRefuses checks what Map will not do: a leaf at a level the format
-// has no block (or no level) for, a table where a block already maps, and
-// building on when memory fails; each leaves the tables as they were.
+// has no block (or no level) for, a table where a block already maps,
+// tables that loop, and building on when memory fails; each leaves the
+// tables as they were.
 func TestMapRefuses(t *testing.T) {
 	f := Format{PageShift: 14, VABits: 48} // levels 0-3; blocks only at level 2
 	b := newBuilder(f, 0x1000_0000)
@@ -236,6 +303,17 @@ func TestMapRefuses(t *testing.T) {
 	}
 	if r, err := Walk(f, b.root, 0x4000_4000, b.mem.read); err != nil || r.PA != 0x8000_4000 || r.Level != 2 {
 		t.Errorf("the block after a refused Map: %+v, %v", r, err)
+	}
+	// A table that points back at the root: Map refuses it, as Walk does,
+	// and writes nothing.
+	loop := newBuilder(f, 0x2000_0000)
+	loop.mem[loop.root] = f.Desc(loop.root) | 3 // entry 0 of level 0: the root again
+	before = maps.Clone(loop.mem)
+	if err := Map(f, loop.root, 0x1000, 0x8000_0000, 3, 0, loop); err == nil || !strings.Contains(err.Error(), "loop") {
+		t.Errorf("tables that loop: %v, want an error naming the loop", err)
+	}
+	if !maps.Equal(loop.mem, before) {
+		t.Error("Map into tables that loop changed them")
 	}
 	full := errors.New("out of table pages")
 	err = Map(f, b.root, 0x8000_0000_0000, 0x8000_0000, 3, 0, failingTables{b, full})
