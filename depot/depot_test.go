@@ -3,12 +3,13 @@ package depot
 import (
 	"errors"
 	"fmt"
-	"github.com/unwindkit/unwindkit/internal/tracegen"
 	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/unwindkit/unwindkit/internal/tracegen"
 )
 
 // genTraces returns n distinct kernel-like traces of depth frames,

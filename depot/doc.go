@@ -124,8 +124,9 @@
 // goroutines hitting different traces do not wait for each other.
 // Hashing and comparing are most of its cost: on one goroutine a hit costs
 // about 1.3x an unsynchronised map[string] lookup of the same bytes, and
-// about as much as a map behind an uncontended sync.Mutex (0.92x to 0.97x
-// its speed); see the README's table. BenchmarkSaveHit, BenchmarkSaveMiss and BenchmarkFetch measure
-// the depot, a mutex-guarded map and a sync.Map side by side, with the
-// unsynchronised map and the hash alone as floors.
+// about as much as a map behind an uncontended sync.Mutex (0.92x to 0.98x
+// its speed); see the README's table. BenchmarkSaveHit, BenchmarkSaveMiss,
+// BenchmarkFetch and BenchmarkCompare (interleaved blocks, ratios from
+// the same run) measure the depot, a mutex-guarded map and a sync.Map side
+// by side, with the unsynchronised map and the hash alone as floors.
 package depot

@@ -259,10 +259,11 @@ func (d *Depot) save(trace []uint64, flags Flags) (Handle, error) {
 	// call (maphash.Comparable of a string: the runtime's memhash,
 	// AES-based where the CPU has AES, without allocating; maphash.String
 	// hashes in 128-byte pieces at 1.6x the cost for a 32-frame trace,
-	// and a maphash.Hash fed the same bytes costs 2x). It is not a cryptographic hash: a candidate
-	// is trusted only after every frame compares equal, so a collision
-	// costs a longer probe; the seed is random per depot so that crafted
-	// traces cannot force long probes across runs.
+	// and a maphash.Hash fed the same bytes costs 2x). It is not a
+	// cryptographic hash: a candidate is trusted only after every frame
+	// compares equal, so a collision costs a longer probe; the seed is
+	// random per depot so that crafted traces cannot force long probes
+	// across runs.
 	hash := maphash.Comparable(d.seed, bytesOf(trace))
 	if loc, p, off, st, ok := lookup(d, t, trace, hash, maxLockFreeSteps); ok {
 		if testHookAfterRead != nil {

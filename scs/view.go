@@ -334,11 +334,11 @@ func (s *Segment) hiddenErr() error {
 // half's is loaded from the Layout where a strip needs it, and the
 // unwritten part of the store and the skip count live in the frame
 // (saveRest takes their addresses), which leaves a step of eight the
-// registers for its slots. Each slot is read once, atomically. A segment's generation is re-checked
-// right after its copy: by the protocol of life, a slot read before the
-// generation is found unchanged held its value of the View's instant, so
-// every segment copied is the View's instant and the segments need no
-// common re-check at the end.
+// registers for its slots. Each slot is read once, atomically. A
+// segment's generation is re-checked right after its copy: by the
+// protocol of life, a slot read before the generation is found unchanged
+// held its value of the View's instant, so every segment copied is the
+// View's instant and the segments need no common re-check at the end.
 // At the first segment it does not copy itself (caller memory, a hidden
 // top, a broken rule) it hands over to saveFrom, which goes on from that
 // segment with the entries stored so far and returns what saveChecked
@@ -364,6 +364,10 @@ func (v *View) save(store []uint64, skip int) (int, error) {
 		if s.Size != 0 {
 			lim = s.Size
 		}
+		// The rules of checkSegs for a segment over model memory,
+		// segNoMemory to segTopBelow, in one test (Data segments, hidden
+		// tops and broken rules are left to saveFrom, whose checkSegs
+		// names the rule).
 		if w == nil || s.Hidden || (s.Base|s.Size|s.Top)%8 != 0 || lim > mem || s.Top < s.Base {
 			break
 		}
