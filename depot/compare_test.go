@@ -5,22 +5,31 @@ import (
 	"testing"
 	"time"
 
+	"github.com/unwindkit/unwindkit/depot"
 	"github.com/unwindkit/unwindkit/internal/benchbody"
 )
 
-// BenchmarkCompare measures the depot, its two peers and the hash floor
-// side by side: blocks of operations, one block per contender in
-// turn (the order rotates every round), so that all see the same machine
-// load within a few milliseconds. It reports the median ns/op of each
-// contender's blocks and, per peer, the median over rounds of the peer's
-// block time over the depot's block time in the same round: above 1 the
-// depot is faster. Rows: hit (Save of a stored trace), miss (Save of a
-// never-seen trace into a store holding the 4,096, rebuilt untimed before
-// each block) and fetch; g1 on one goroutine, g2 on two at once.
+// BenchmarkCompare measures the depot, its two peers and some floors side
+// by side: blocks of operations, one block per contender in turn (the
+// order rotates every round), so that all see the same machine load within
+// a few milliseconds. It reports the median ns/op of each contender's
+// blocks and, per contender, the median over rounds of its block time over
+// the depot's block time in the same round: above 1 the depot is faster.
+// Rows: hit (Save of a stored trace), miss (Save of a never-seen trace
+// into a store holding the 4,096, rebuilt untimed before each block) and
+// fetch; g1 on one goroutine, g2 on two at once.
+//
+// The floors are not peers: they show where the depot's time goes. For
+// hits: hash (hashing the trace alone, as the depot and a map[string] do),
+// nohash (the depot's hit given the hash: probe, compare, state check and
+// hit count) and plainmap (a map[string] lookup with no lock, not safe
+// for concurrent writes). For fetches: unchecked (the pool, the frame
+// count and the copy, trusting the handle). Each floor's mutexmap/<floor>
+// is the better peer's time over the floor's: the most the depot could
+// gain over the peer by dropping that work.
 //
 //	go test -run '^$' -bench Compare -count 5 ./depot
 func BenchmarkCompare(b *testing.B) {
-	peers := benchbody.DepotPeers
 	for _, row := range []string{"hit", "miss", "fetch"} {
 		// A block must be long enough that the second goroutine's wake-up
 		// (tens of µs on this VM) does not serialise the two: 131,072 hits
@@ -32,68 +41,125 @@ func BenchmarkCompare(b *testing.B) {
 		}
 		for _, g := range goroutines {
 			b.Run(row+"/"+g.name, func(b *testing.B) {
-				ops := make([]func(w, i int), len(peers))
-				if row != "miss" {
-					for k, p := range peers {
-						s, err := benchbody.NewFilled(p, g.g)
-						if err != nil {
-							b.Fatal(err)
-						}
-						if row == "hit" {
-							ops[k] = benchbody.HitOp(s)
-						} else {
-							ops[k] = benchbody.FetchOp(s, g.g)
-						}
-					}
-				}
-				hash := benchbody.HashOp(g.g)
-				// peer k's block; k == len(peers) is the hash floor.
-				blockOf := func(k int) time.Duration {
-					op := hash
-					if k < len(peers) {
-						op = ops[k]
-					}
-					if row == "miss" {
-						s, err := benchbody.NewFilled(peers[k], g.g) // rebuilt untimed
-						if err != nil {
-							b.Fatal(err)
-						}
-						op = benchbody.MissOp(s, g.g)
+				cs := contenders(b, row, g.g)
+				blockOf := func(c contender) time.Duration {
+					op := c.op
+					if op == nil {
+						op = c.fresh() // rebuilt untimed
 					}
 					t0 := time.Now()
 					benchbody.Run(g.g, block, op)
 					return time.Since(t0)
 				}
-				n := len(peers) + 1
-				if row != "hit" {
-					n = len(peers) // the hash floor is reported with the hits
-				}
-				ns := make([][]float64, n)
-				ratios := make([][]float64, n)
-				round := 0
-				for b.Loop() {
-					times := make([]time.Duration, n)
-					for j := range n {
-						k := (round + j) % n
-						times[k] = blockOf(k)
-						ns[k] = append(ns[k], float64(times[k].Nanoseconds())/float64(block))
-					}
-					for k := 1; k < n; k++ {
-						ratios[k] = append(ratios[k], float64(times[k])/float64(times[0]))
-					}
-					round++
-				}
-				for k := range n {
-					name := "hash"
-					if k < len(peers) {
-						name = peers[k].Name
-					}
-					b.ReportMetric(median(ns[k]), name+"-ns/op")
-					if k > 0 {
-						b.ReportMetric(median(ratios[k]), name+"/depot")
-					}
-				}
+				interleave(b, cs, blockOf, block)
 			})
+		}
+	}
+}
+
+// A contender is one store's (or floor's) operation: op, or for misses a
+// fresh op on a newly filled store before each block.
+type contender struct {
+	name  string
+	op    func(w, i int)
+	fresh func() func(w, i int)
+	floor bool
+}
+
+// contenders returns row's contenders on g goroutines: the depot first,
+// then its peers, then the floors.
+func contenders(b *testing.B, row string, g int) []contender {
+	var cs []contender
+	for _, p := range benchbody.DepotPeers {
+		c := contender{name: p.Name}
+		if row == "miss" {
+			c.fresh = func() func(w, i int) {
+				s, err := benchbody.NewFilled(p, g)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return benchbody.MissOp(s, g)
+			}
+		} else {
+			s, err := benchbody.NewFilled(p, g)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.op = benchbody.HitOp(s)
+			if row == "fetch" {
+				c.op = benchbody.FetchOp(s, g)
+			}
+		}
+		cs = append(cs, c)
+	}
+	if row == "miss" {
+		return cs
+	}
+	set, _ := benchbody.DepotTraceSet()
+	d, err := depot.New(depot.Config{}) // the depot peer's configuration
+	if err != nil {
+		b.Fatal(err)
+	}
+	hashes := make([]uint64, len(set))
+	handles := make([]depot.Handle, len(set))
+	for i, tr := range set {
+		if handles[i], err = d.Save(tr); err != nil {
+			b.Fatal(err)
+		}
+		hashes[i] = depot.HashOf(d, tr)
+	}
+	n := benchbody.DepotTraces
+	if row == "fetch" {
+		bufs := make([][64]uint64, max(g, 1)) // a buffer per goroutine, a line apart
+		return append(cs, contender{name: "unchecked", floor: true, op: func(w, i int) {
+			depot.FetchUnchecked(d, handles[i%n], bufs[w][:0])
+		}})
+	}
+	var sinks [2][8]uint64
+	hash := benchbody.HashOp(g)
+	nohash := func(w, i int) {
+		h, ok := depot.HitHashed(d, set[i%n], hashes[i%n])
+		if !ok {
+			panic("not a hit")
+		}
+		sinks[w&1][0] += uint64(h)
+	}
+	plain := benchbody.PlainMapOp()
+	return append(cs, contender{name: "hash", op: hash, floor: true},
+		contender{name: "nohash", op: nohash, floor: true},
+		contender{name: "plainmap", op: plain, floor: true})
+}
+
+// interleave runs one block of each contender per b.Loop round, rotating
+// the order, and reports the medians: each contender's ns/op, its time
+// over the depot's (cs[0]) and, for floors, the mutex map's (cs[1]) time
+// over the floor's.
+func interleave(b *testing.B, cs []contender, blockOf func(contender) time.Duration, block int) {
+	n := len(cs)
+	ns := make([][]float64, n)
+	overDepot := make([][]float64, n)
+	peerOver := make([][]float64, n)
+	round := 0
+	for b.Loop() {
+		times := make([]time.Duration, n)
+		for j := range n {
+			k := (round + j) % n
+			times[k] = blockOf(cs[k])
+			ns[k] = append(ns[k], float64(times[k].Nanoseconds())/float64(block))
+		}
+		for k := 1; k < n; k++ {
+			overDepot[k] = append(overDepot[k], float64(times[k])/float64(times[0]))
+			peerOver[k] = append(peerOver[k], float64(times[1])/float64(times[k]))
+		}
+		round++
+	}
+	for k, c := range cs {
+		b.ReportMetric(median(ns[k]), c.name+"-ns/op")
+		if k > 0 {
+			b.ReportMetric(median(overDepot[k]), c.name+"/depot")
+		}
+		if c.floor {
+			b.ReportMetric(median(peerOver[k]), cs[1].name+"/"+c.name)
 		}
 	}
 }
