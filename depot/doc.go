@@ -131,7 +131,7 @@
 // by side. BenchmarkCompare adds floors that show where the time goes: the
 // hash alone, the unsynchronised map, the depot's hit given the hash, and
 // its fetch with no handle check. With the hash taken out a hit would be
-// about 1.6x the mutex map's speed on one goroutine; with every check
+// about 1.55x the better peer's speed on one goroutine; with every check
 // taken out a fetch is only as fast as the map's: the copy needs the
 // frame count, which the depot reads from the record and the map from
 // its slice header.
