@@ -213,6 +213,20 @@ func (s *script) checkOutOfLine(c *CPU, k int, store []uint64) {
 		}
 		return
 	}
+	// stack_trace_save cannot be called when its frame does not fit (the
+	// task's stack, or a tracer's return stack, is full): an out-of-line
+	// unwind then fails with the call's error and changes nothing.
+	before := c.Truth()
+	if err := c.Call(FnStackTraceSave); err != nil {
+		n, err2 := c.Unwind(unwind.MethodAuto, OutOfLine, store, SaveOptions{})
+		if n != 0 || fmt.Sprint(err2) != fmt.Sprint(err) || !reflect.DeepEqual(before, c.Truth()) {
+			s.t.Fatalf("out-of-line unwind where stack_trace_save cannot be called: %d frames, %v; the call: %v", n, err2, err)
+		}
+		return
+	}
+	if err := c.Return(); err != nil {
+		s.t.Fatal(err)
+	}
 	for _, method := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
 		if method == unwind.MethodSCS && !s.m.cfg.SCS {
 			continue
@@ -221,7 +235,8 @@ func (s *script) checkOutOfLine(c *CPU, k int, store []uint64) {
 		n1, err1 := c.Unwind(method, Inline, in, SaveOptions{Skip: k})
 		n2, err2 := c.Unwind(method, OutOfLine, store, SaveOptions{Skip: k + 1})
 		if !slices.Equal(in[:n1], store[:n2]) || fmt.Sprint(err1) != fmt.Sprint(err2) {
-			s.t.Fatalf("%v: out-of-line skip %d != inline skip %d:\n %s\n %s", method, k+1, k, s.m.names(store[:n2]), s.m.names(in[:n1]))
+			s.t.Fatalf("%v: out-of-line skip %d != inline skip %d:\n %s (%v)\n %s (%v)", method, k+1, k,
+				s.m.names(store[:n2]), err2, s.m.names(in[:n1]), err1)
 		}
 		n0, _ := c.Unwind(method, OutOfLine, store, SaveOptions{})
 		if want := cur.sites[FnStackTraceSave] + 4; n0 == 0 || store[0] != want {
