@@ -108,7 +108,9 @@ func contenders(b *testing.B, row string, g int) []contender {
 		if handles[i], err = d.Save(tr); err != nil {
 			b.Fatal(err)
 		}
-		hashes[i] = depot.HashOf(d, tr)
+		if hashes[i], err = depot.HashOf(d, handles[i]); err != nil {
+			b.Fatal(err)
+		}
 	}
 	n := benchbody.DepotTraces
 	if row == "fetch" {

@@ -1,7 +1,6 @@
 package depot
 
 import (
-	"hash/maphash"
 	"sync/atomic"
 	"unsafe"
 )
@@ -11,11 +10,16 @@ import (
 // and how fast the depot could be without it. They are for measuring only:
 // HitHashed trusts its caller's hash, FetchUnchecked trusts its handle.
 
-// HashOf returns the hash Save computes for trace (no filter, at most
-// MaxFrames frames).
-func HashOf(d *Depot, trace []uint64) uint64 {
-	d.table()
-	return maphash.Comparable(d.seed, bytesOf(trace))
+// HashOf returns the hash of the trace stored under h as the table uses
+// it: the record's key word, which keeps every bit of the trace's hash
+// that a lookup reads (the home slot, the entry tag and the key), as the
+// table's rebuild relies on.
+func HashOf(d *Depot, h Handle) (uint64, error) {
+	p, off, _, err := d.resolve(h)
+	if err != nil {
+		return 0, err
+	}
+	return atomic.LoadUint64(&p[off]), nil
 }
 
 // HitHashed is Save's lock-free hit of a stored persistent trace, given
@@ -27,7 +31,7 @@ func HitHashed(d *Depot, trace []uint64, hash uint64) (Handle, bool) {
 		return 0, false
 	}
 	if d.countHits {
-		d.hits[stackShard(unsafe.Pointer(&hash))].n.Add(1)
+		d.countHit(unsafe.Pointer(&hash))
 	}
 	return d.handle(loc, st), true
 }

@@ -272,7 +272,7 @@ func (d *Depot) save(trace []uint64, flags Flags) (Handle, error) {
 		if st&stPersistent != 0 || flags&FlagGet != 0 && st&stRefMask != stRefMask &&
 			atomic.CompareAndSwapUint64(&p[off+1], st, st+1) {
 			if d.countHits {
-				d.hits[stackShard(unsafe.Pointer(&hash))].n.Add(1)
+				d.countHit(unsafe.Pointer(&hash))
 			}
 			return d.handle(loc, st), nil
 		}
@@ -337,7 +337,7 @@ func saveSlow(d *Depot, w []uint64, hash uint64, flags Flags) (Handle, error) {
 			}
 			st = atomic.LoadUint64(sw)
 		}
-		d.hits[stackShard(unsafe.Pointer(&hash))].n.Add(1)
+		d.countHit(unsafe.Pointer(&hash))
 		return d.handle(loc, st), nil
 	}
 
@@ -441,6 +441,10 @@ func (d *Depot) evictLocked(p *pool, off int, st uint64, loc uint32) bool {
 	d.evictions++
 	return true
 }
+
+// countHit counts a hit in the shard of the calling goroutine, whose stack
+// holds the variable at p (see stackShard).
+func (d *Depot) countHit(p unsafe.Pointer) { d.hits[stackShard(p)].n.Add(1) }
 
 // stackShard picks the hit-counter shard of the calling goroutine from the
 // address p of one of its stack variables. A shard must stay with its
