@@ -444,9 +444,41 @@ func (k *Kernel) Tasks(start uint64) ([]Task, error) {
 	return out, nil
 }
 
+// RunningOn returns the CPU whose current task ([Kernel.Current]) is the
+// task_struct at task, or -1 when it is current on none (or no CPU's
+// current task is known). The dump's NT_PRSTATUS pr_pid is never used:
+// QEMU writes the CPU index + 1 there, not a pid.
+func (k *Kernel) RunningOn(task uint64) int {
+	for c := range k.V.CPUs {
+		if cur, _, err := k.Current(c); err == nil && cur == task {
+			return c
+		}
+	}
+	return -1
+}
+
+// pstateEL is the exception level field of PSTATE (SPSR M[3:2]).
+func pstateEL(pstate uint64) uint64 { return pstate >> 2 & 3 }
+
 // TaskWalk is stack_trace_save_tsk's walk of a task that is not running:
-// from its cpu_context, on its own stack only.
+// from its cpu_context, on its own stack only. A task that is current on
+// a CPU ([Kernel.RunningOn]) has a stale cpu_context (written when it was
+// last switched out): it is walked from that CPU's registers instead
+// ([Kernel.CPUWalk], its Notes say so), and when that CPU was in user
+// mode (PSTATE EL0) there is no kernel frame to walk: an error says so.
 func (k *Kernel) TaskWalk(t Task) (*Walk, error) {
+	if c := k.RunningOn(t.Addr); c >= 0 {
+		if r := &k.V.CPUs[c].Regs; pstateEL(r.Pstate) == 0 {
+			return nil, fmt.Errorf("%s: task %#x (pid %d %s) is running in user mode on cpu %d (pstate %#x, pc %#x): no kernel frames, and its cpu_context is stale",
+				k.V.Path, t.Addr, t.PID, t.Comm, c, r.Pstate, r.PC)
+		}
+		w, err := k.CPUWalk(c)
+		if err != nil {
+			return nil, fmt.Errorf("task %#x (pid %d %s), current on cpu %d: %w", t.Addr, t.PID, t.Comm, c, err)
+		}
+		w.Notes = append(w.Notes, fmt.Sprintf("task %#x (pid %d %s) is current on cpu %d: walked from the CPU's registers, not its stale cpu_context (pc %#x, fp %#x)", t.Addr, t.PID, t.Comm, c, t.PC, t.FP))
+		return w, nil
+	}
 	s, err := k.TaskStack(t.Addr)
 	if err != nil {
 		return nil, err

@@ -174,8 +174,19 @@ func (k *Kernel) ptRegsX18(fs []Frame, saved uint64) (string, bool) {
 }
 
 // SCSCopyTask copies a blocked task's shadow call stack from
-// thread_info.scs_sp (cpu_switch_to's scs_save).
+// thread_info.scs_sp (cpu_switch_to's scs_save). A task current on a CPU
+// ([Kernel.RunningOn]) is copied from that CPU's x18 ([Kernel.SCSCopyCPU]
+// over the CPU's FP walk): its thread_info.scs_sp is stale.
 func (k *Kernel) SCSCopyTask(t Task) ([]Frame, error) {
+	if c := k.RunningOn(t.Addr); c >= 0 {
+		w, err := k.TaskWalk(t)
+		if err != nil {
+			return nil, err
+		}
+		fs, _, _ := w.Run()
+		out, _, err := k.SCSCopyCPU(c, fs)
+		return out, err
+	}
 	base, sp, err := k.threadSCS(t.Addr)
 	if err != nil {
 		return nil, err

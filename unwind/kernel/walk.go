@@ -153,6 +153,10 @@ type Walk struct {
 	Layout ptrauth.Layout
 	// Max bounds the frames (0: 512).
 	Max int
+	// Notes say what decided the walk's start (set by [Kernel.CPUWalk]
+	// and [Kernel.TaskWalk]): which task, whether x30 is reported and
+	// which instructions of the stopped function decided it.
+	Notes []string
 
 	// read is what Run read from Mem, kept for later Runs.
 	read *stackBytes
