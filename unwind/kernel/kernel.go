@@ -82,6 +82,8 @@ type Kernel struct {
 	off  map[string]uint64
 	opts Options
 	sym  map[string]uint64
+	// mem is what the walks and the code checks read: V (tests overlay it).
+	mem Memory
 }
 
 // keys read from BTF besides vmcore.OffsetKeys.
@@ -93,7 +95,7 @@ func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
 	if !v.HasInfo {
 		return nil, fmt.Errorf("%s: no VMCOREINFO: kernel version and layout unknown", v.Path)
 	}
-	k := &Kernel{V: v, Syms: syms, opts: opts, off: map[string]uint64{}, sym: map[string]uint64{}}
+	k := &Kernel{V: v, Syms: syms, opts: opts, off: map[string]uint64{}, sym: map[string]uint64{}, mem: v}
 	for _, s := range syms {
 		if _, ok := k.sym[s.Name]; !ok {
 			k.sym[s.Name] = s.Addr
@@ -242,7 +244,13 @@ func (k *Kernel) scanBTF() (uint64, uint64, error) {
 	return 0, 0, fmt.Errorf("no BTF header within %d MiB after _etext", maxBTFScan>>20)
 }
 
-func (k *Kernel) read64(va uint64) (uint64, error) { return k.V.ReadVirt64(va) }
+func (k *Kernel) read64(va uint64) (uint64, error) {
+	var b [8]byte
+	if err := k.mem.ReadVirt(b[:], va); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
+}
 
 func (k *Kernel) percpu(name string, cpu int) (uint64, error) {
 	a, ok := k.sym[name]
@@ -353,7 +361,7 @@ func (k *Kernel) CPUWalk(cpu int) (*Walk, error) {
 		return nil, err
 	}
 	r := &k.V.CPUs[cpu].Regs
-	w := &Walk{Mem: k.V, ABI: k.ABI, Regs: k.Regs, Stacks: stacks, TaskPtRegs: stacks[0].High - k.Regs.Size,
+	w := &Walk{Mem: k.mem, ABI: k.ABI, Regs: k.Regs, Stacks: stacks, TaskPtRegs: stacks[0].High - k.Regs.Size,
 		FP: r.X[29], PC: r.PC, Start: OriginRegsPC, Layout: k.V.Layout}
 	if s, ok := k.Sym(r.PC); ok && s.Addr == r.PC {
 		w.LR = r.X[30]
@@ -410,11 +418,11 @@ func (k *Kernel) Tasks(start uint64) ([]Task, error) {
 		seen[t] = true
 		task := Task{Addr: t}
 		var b [16]byte
-		if err := k.V.ReadVirt(b[:4], t+offs[1]); err != nil {
+		if err := k.mem.ReadVirt(b[:4], t+offs[1]); err != nil {
 			return out, fmt.Errorf("task %#x: pid: %w", t, err)
 		}
 		task.PID = int(int32(binary.LittleEndian.Uint32(b[:])))
-		if err := k.V.ReadVirt(b[:], t+offs[2]); err != nil {
+		if err := k.mem.ReadVirt(b[:], t+offs[2]); err != nil {
 			return out, fmt.Errorf("task %#x: comm: %w", t, err)
 		}
 		n := 0
@@ -422,7 +430,7 @@ func (k *Kernel) Tasks(start uint64) ([]Task, error) {
 			n++
 		}
 		task.Comm = string(b[:n])
-		if err := k.V.ReadVirt(b[:4], t+offs[3]); err != nil {
+		if err := k.mem.ReadVirt(b[:4], t+offs[3]); err != nil {
 			return out, fmt.Errorf("task %#x: __state: %w", t, err)
 		}
 		task.State = uint64(binary.LittleEndian.Uint32(b[:]))
@@ -483,7 +491,7 @@ func (k *Kernel) TaskWalk(t Task) (*Walk, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Walk{Mem: k.V, ABI: k.ABI, Regs: k.Regs, Stacks: []Stack{s}, TaskPtRegs: s.High - k.Regs.Size,
+	return &Walk{Mem: k.mem, ABI: k.ABI, Regs: k.Regs, Stacks: []Stack{s}, TaskPtRegs: s.High - k.Regs.Size,
 		FP: t.FP, PC: t.PC, Start: OriginTask, Layout: k.V.Layout}, nil
 }
 

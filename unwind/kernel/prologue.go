@@ -48,7 +48,7 @@ func (k *Kernel) PrologueAt(pc uint64) (Prologue, error) {
 		return p, nil
 	}
 	code := make([]byte, p.Off)
-	if err := k.V.ReadVirt(code, s.Addr); err != nil {
+	if err := k.mem.ReadVirt(code, s.Addr); err != nil {
 		return p, fmt.Errorf("code of %s at %#x: %w", s.Name, s.Addr, err)
 	}
 	for i := 0; i+4 <= len(code); i += 4 {
