@@ -17,15 +17,18 @@
 // ABI has been checked against real kernels (Debian's 6.1 and 6.12,
 // testdata/kernel).
 //
+// Where a stopped CPU's caller's return address is comes from the code of
+// the function before its pc ([Kernel.PrologueAt], the analysis of
+// internal/prologue): until the prologue links its frame record
+// (`mov x29, sp`) it is only in x30, after ftrace's NOPs, paciasp, the
+// SCS push (`str x30, [x18], #8`) and the `stp x29, x30` alike, and both
+// techniques report x30 after the pc (the SCS copy only while the push
+// has not run; after it, it is the SCS's newest entry); the walk's Notes
+// name the deciding instructions. The shipped SCS captures stop after a
+// push once each (stop "x30"), and gdb's DWARF CFI backtrace at every
+// stop is a second reference for the FP walk (testdata/kernel/README.md).
 // On kernels with shadow call stacks, [Kernel.Compare] explains each
-// frame only one technique has by a rule of the model. One rule needs the
-// code: a CPU stopped inside a prologue after its SCS push
-// (`str x30, [x18], #8`) but before x29 is set has the caller's return
-// address on the SCS and in x30 but in no linked frame record
-// ([Kernel.PrologueAt], [NoteSCSOnlyPushedUnlinked]); the shipped SCS
-// captures stop there once each (stop "x30"), and gdb's DWARF CFI
-// backtrace at every stop is a second reference for the FP walk
-// (testdata/kernel/README.md).
+// frame only one technique has by a rule of the model.
 //
 // Structure offsets come from the kernel's BTF in the dump (found through
 // __start_BTF/__stop_BTF or, for kernels whose kallsyms lacks data
@@ -344,10 +347,13 @@ func (k *Kernel) CPUStacks(cpu int, task uint64) ([]Stack, error) {
 }
 
 // CPUWalk is the walk of cpu from its dumped registers, PACs stripped
-// with the dump's layout. When the CPU stopped at the first instruction
-// of a function (a breakpoint on it), its x30 is the caller's return
-// address and is reported second (OriginLR): the prologue has not pushed
-// it yet.
+// with the dump's layout. Where the code of the function holding pc says
+// the caller's return address is still only in x30 ([Kernel.PrologueAt]:
+// X30Live, e.g. a stop at its first instruction, after ftrace's NOPs,
+// paciasp, the SCS push or the stp x29, x30, before the mov x29, sp that
+// links the record), x30 is reported second (OriginLR). The walk's Notes
+// name the instructions that decided, or why it could not be decided
+// (x30 is then not reported).
 func (k *Kernel) CPUWalk(cpu int) (*Walk, error) {
 	if cpu < 0 || cpu >= len(k.V.CPUs) {
 		return nil, fmt.Errorf("%s: no cpu %d", k.V.Path, cpu)
@@ -363,10 +369,20 @@ func (k *Kernel) CPUWalk(cpu int) (*Walk, error) {
 	r := &k.V.CPUs[cpu].Regs
 	w := &Walk{Mem: k.mem, ABI: k.ABI, Regs: k.Regs, Stacks: stacks, TaskPtRegs: stacks[0].High - k.Regs.Size,
 		FP: r.X[29], PC: r.PC, Start: OriginRegsPC, Layout: k.V.Layout}
-	if s, ok := k.Sym(r.PC); ok && s.Addr == r.PC {
-		w.LR = r.X[30]
-	}
 	k.note("cpu %d: current task %#x (%s)", cpu, task, how)
+	w.Notes = append(w.Notes, fmt.Sprintf("cpu %d: current task %#x (%s)", cpu, task, how))
+	p, err := k.PrologueAt(r.PC)
+	switch {
+	case err != nil:
+		w.Notes = append(w.Notes, fmt.Sprintf("cpu %d: x30 %#x not reported: whether it is the caller's return address is unknown: %v", cpu, r.X[30], err))
+	case p.X30 == X30Live:
+		w.LR = r.X[30]
+		w.Notes = append(w.Notes, fmt.Sprintf("cpu %d: x30 %#x reported second, the caller's return address not yet in a linked frame record: %s", cpu, r.X[30], p))
+	case p.X30 == X30Linked:
+		w.Notes = append(w.Notes, fmt.Sprintf("cpu %d: x30 not reported: %s", cpu, p))
+	default:
+		w.Notes = append(w.Notes, fmt.Sprintf("cpu %d: x30 %#x not reported: whether it is the caller's return address is unknown: %s", cpu, r.X[30], p))
+	}
 	return w, nil
 }
 

@@ -219,10 +219,41 @@ func (k *Kernel) threadSCS(task uint64) (base, sp uint64, err error) {
 // on-stack slot is found above call_on_irq_stack's frame record, which fs,
 // the CPU's FP walk, gives), else the task's own from x18. notes say
 // which saved x18 was used.
+//
+// When the function holding the CPU's pc has not pushed x30 yet and x30
+// is the caller's return address ([Kernel.PrologueAt]: X30Live, no SCS
+// push ran), x30 is the copy's first frame (OriginLR, PAC stripped), as
+// in the FP walk; once the push ran it is the SCS's newest entry.
 func (k *Kernel) SCSCopyCPU(cpu int, fs []Frame) (out []Frame, notes []string, err error) {
 	if !k.HasSCS() {
 		return nil, nil, fmt.Errorf("%s: kernel built without CONFIG_SHADOW_CALL_STACK (no thread_info.scs_sp in BTF): %w", k.V.Path, ErrNotSupported)
 	}
+	if cpu < 0 || cpu >= len(k.V.CPUs) {
+		return nil, nil, fmt.Errorf("%s: no cpu %d", k.V.Path, cpu)
+	}
+	out, notes, err = k.scsCopyCPU(cpu, fs)
+	r := &k.V.CPUs[cpu].Regs
+	p, perr := k.PrologueAt(r.PC)
+	switch {
+	case perr != nil:
+		notes = append(notes, fmt.Sprintf("x30 %#x not added: whether it is the caller's return address is unknown: %v", r.X[30], perr))
+	case p.X30 == X30Live && p.SCSPushAt < 0:
+		kind := fp.Task
+		if len(out) > 0 {
+			kind = out[0].Stack
+		}
+		lr := Frame{PC: k.V.Layout.Strip(r.X[30]), Raw: r.X[30], Origin: OriginLR, Stack: kind}
+		out = append([]Frame{lr}, out...)
+		notes = append(notes, fmt.Sprintf("x30 %#x first: the caller's return address, not pushed on the SCS yet: %s", r.X[30], p))
+	case p.X30 == X30Live:
+		notes = append(notes, fmt.Sprintf("x30 %#x is the SCS's newest entry, pushed at +%#x: %s", r.X[30], p.SCSPushAt, p))
+	default:
+		notes = append(notes, fmt.Sprintf("x30 not added: %s", p))
+	}
+	return out, notes, err
+}
+
+func (k *Kernel) scsCopyCPU(cpu int, fs []Frame) (out []Frame, notes []string, err error) {
 	task, _, err := k.Current(cpu)
 	if err != nil {
 		return nil, nil, err
@@ -397,7 +428,7 @@ func (k *Kernel) Compare(scsF, fpF []Frame, scsErr, fpErr error) *unwind.Compari
 					r.Note = "UNEXPLAINED: only FP, saved by " + callee + ", which should have pushed it on the SCS"
 				}
 			case OriginLR:
-				r.Note = "only FP: x30 of a CPU stopped at a function's first instruction: its prologue had not pushed it on the SCS yet"
+				r.Note = "only FP: x30 of a CPU stopped before its prologue linked the frame record, and the SCS copy lacks it"
 			case OriginRegsPC:
 				r.Note = "only FP: the stopped pc, which no prologue pushed"
 			case OriginTask:
