@@ -87,6 +87,11 @@ type Kernel struct {
 	sym  map[string]uint64
 	// mem is what the walks and the code checks read: V (tests overlay it).
 	mem Memory
+	// owners are {task->stack, task} of the task list, read once
+	// (owned) for stackOwner; ownersErr is the task list's error.
+	owned     bool
+	owners    [][2]uint64
+	ownersErr error
 }
 
 // keys read from BTF besides vmcore.OffsetKeys.
@@ -267,7 +272,9 @@ func (k *Kernel) percpu(name string, cpu int) (uint64, error) {
 }
 
 // Current returns the task running on cpu: per_cpu(__entry_task, cpu)
-// (arch/arm64/kernel/process.c), or Options.Current.
+// (arch/arm64/kernel/process.c), or Options.Current (SP_EL0), or else the
+// task of the task list whose stack holds the CPU's sp. The dump's
+// NT_PRSTATUS pr_pid is not used: QEMU writes the CPU index + 1 there.
 func (k *Kernel) Current(cpu int) (uint64, string, error) {
 	if a, err := k.percpu("__entry_task", cpu); err == nil {
 		t, err := k.read64(a)
@@ -282,7 +289,40 @@ func (k *Kernel) Current(cpu int) (uint64, string, error) {
 		}
 		return t, "SP_EL0 given by the caller", nil
 	}
-	return 0, "", fmt.Errorf("current task of cpu %d unknown: no __entry_task symbol and no SP_EL0 given", cpu)
+	t, err := k.stackOwner(cpu)
+	if err != nil {
+		return 0, "", fmt.Errorf("current task of cpu %d unknown: no __entry_task symbol, no SP_EL0 given, and %v", cpu, err)
+	}
+	return t, "the task whose stack holds the CPU's sp (task list)", nil
+}
+
+// stackOwner returns the task of the task list whose stack holds cpu's
+// sp: the CPU runs on that task's stack, so it is its current task. The
+// stacks of the task list are read once.
+func (k *Kernel) stackOwner(cpu int) (uint64, error) {
+	if cpu < 0 || cpu >= len(k.V.CPUs) {
+		return 0, fmt.Errorf("no cpu %d", cpu)
+	}
+	if !k.owned {
+		k.owned = true
+		ts, err := k.Tasks(0)
+		k.ownersErr = err
+		for _, t := range ts {
+			if s, err := k.TaskStack(t.Addr); err == nil {
+				k.owners = append(k.owners, [2]uint64{s.Low, t.Addr})
+			}
+		}
+	}
+	sp := k.V.CPUs[cpu].Regs.SP
+	for _, o := range k.owners {
+		if sp >= o[0] && sp-o[0] < k.ThreadSize {
+			return o[1], nil
+		}
+	}
+	if k.ownersErr != nil {
+		return 0, fmt.Errorf("sp %#x is on no stack of the task list (%d tasks read: %v)", sp, len(k.owners), k.ownersErr)
+	}
+	return 0, fmt.Errorf("sp %#x is on no stack of the task list's %d tasks (an IRQ stack, or an idle task, which the list lacks)", sp, len(k.owners))
 }
 
 func (k *Kernel) offset(key string) (uint64, error) {

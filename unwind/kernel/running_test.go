@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/unwindkit/unwindkit/unwind/kernel"
+	"github.com/unwindkit/unwindkit/unwind/vmcore"
 )
 
 // TestRunningTasksFromCPURegisters checks, at every shipped sysrq-t stop,
@@ -113,4 +114,43 @@ func runningOn(k *kernel.Kernel, task uint64) int {
 		}
 	}
 	return -1
+}
+
+// TestCurrentFromStackHoldingSP checks the last way to find a CPU's
+// current task, for dumps without __entry_task and without SP_EL0: the
+// task of the task list whose stack holds the CPU's sp. On Debian 6.12's
+// sysrq-t stop with __entry_task removed from the symbols, it finds the
+// same tasks as per_cpu(__entry_task) (both CPUs run on task stacks).
+func TestCurrentFromStackHoldingSP(t *testing.T) {
+	cp, err := kernel.OpenCapture("../../testdata/kernel/deb-6.12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &cp.Expected.Stops[2]
+	exact, err := cp.Kernel(s)
+	if err != nil || s.Name != "t" {
+		t.Fatal(s.Name, err)
+	}
+	var syms []vmcore.KSym
+	for _, y := range cp.Syms {
+		if y.Name != "__entry_task" {
+			syms = append(syms, y)
+		}
+	}
+	k, err := kernel.New(exact.V, syms, kernel.Options{BTF: exact.BTF, BTFFrom: "the same dump"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cpu := range k.V.CPUs {
+		want, _, err1 := exact.Current(cpu)
+		got, how, err2 := k.Current(cpu)
+		if err1 != nil || err2 != nil || got != want || !strings.Contains(how, "stack holds the CPU's sp") {
+			t.Errorf("cpu %d: current %#x (%s, %v), per_cpu(__entry_task) %#x (%v)", cpu, got, how, err2, want, err1)
+		}
+	}
+	// A CPU whose sp is on no task's stack: unknown, and said why.
+	k.V.CPUs[0].Regs.SP = 0x1000
+	if cur, _, err := k.Current(0); err == nil || !strings.Contains(err.Error(), "on no stack of the task list") {
+		t.Errorf("sp on no stack: %#x, %v", cur, err)
+	}
 }
