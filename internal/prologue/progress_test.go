@@ -56,3 +56,22 @@ func TestProgressOfEachStep(t *testing.T) {
 		}
 	}
 }
+
+// FuzzProgressOf checks ProgressOf on arbitrary code: no panic, the
+// offsets of the steps that ran lie in the code, a link decides
+// X30Linked and a decision is always explained.
+func FuzzProgressOf(f *testing.F) {
+	f.Add(words(arm64.NOP, arm64.NOP, arm64.PACIASP, arm64.StpPre(arm64.X29, arm64.X30, arm64.SP, -32), arm64.AddImm(arm64.X29, arm64.SP, 0)))
+	f.Add(words(arm64.BTIC, arm64.PACIASP, arm64.SCSPush(), arm64.SubImm(arm64.SP, arm64.SP, 64)))
+	f.Fuzz(func(t *testing.T, code []byte) {
+		p := ProgressOf(code)
+		for _, at := range []int{p.SignAt, p.PushAt, p.PairAt, p.LinkAt} {
+			if at < -1 || at >= len(code) || at >= MaxProgress {
+				t.Fatalf("step at %d in %d bytes: %+v", at, len(code), p)
+			}
+		}
+		if (p.X30 == X30Linked) != (p.LinkAt >= 0) || p.Why == "" {
+			t.Fatalf("%+v", p)
+		}
+	})
+}

@@ -110,7 +110,7 @@ func (o *overlay) ReadVirt(b []byte, va uint64) error {
 
 // perCPUCode is call_on_irq_stack's start with the seed's per-CPU policy
 // at a: str_this_cpu of x18 into the variable at v.
-func perCPUCode(t *testing.T, a, v uint64) []uint32 {
+func perCPUCode(t testing.TB, a, v uint64) []uint32 {
 	t.Helper()
 	adrp, err := arm64.Adrp(arm64.X16, a+4, v)
 	if err != nil {
@@ -258,4 +258,27 @@ func TestPerCPUPolicyOnRealKernel(t *testing.T) {
 	if pol, err := k.SCSPolicy(); err == nil {
 		t.Errorf("code of no policy: %q", pol)
 	}
+}
+
+// FuzzX18Policy checks the policy recognition on arbitrary code: no
+// panic, and a recognised policy says which instructions decided it.
+func FuzzX18Policy(f *testing.F) {
+	const a = 0xffff800008016000
+	var seed []byte
+	for _, w := range perCPUCode(f, a, 0xffff800009a31068) {
+		seed = binary.LittleEndian.AppendUint32(seed, w)
+	}
+	f.Add(seed)
+	f.Add([]byte{0xf2, 0x7f, 0xbf, 0xa9})
+	k := &Kernel{V: &vmcore.Vmcore{Path: "fuzz"}, sym: map[string]uint64{"call_on_irq_stack": a},
+		off: map[string]uint64{"thread_info.scs_sp": 24, "task_struct.thread_info": 0}}
+	f.Fuzz(func(t *testing.T, code []byte) {
+		if len(code) > policyScan {
+			code = code[:policyScan]
+		}
+		p, err := k.x18Policy(a, code)
+		if err == nil && (p.Why == "" || p.Policy >= 3 || (p.Policy == scs.PerCPU) != (p.Var != 0)) {
+			t.Fatalf("%+v", p)
+		}
+	})
 }
