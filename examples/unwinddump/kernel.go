@@ -85,7 +85,9 @@ func sideBySide(w io.Writer, k *kernel.Kernel, scsF, fpF []kernel.Frame, scsErr,
 	later := false // the stopped function printed at a later offset
 	if len(printed) > 0 {
 		at, merr = kernel.MatchPrinted(chain, printed)
-		if merr != nil && scsOnly > 0 && len(chain) > 1 && p+1 < len(printed) && kernel.FuncOf(chain[0]) == kernel.FuncOf(printed[p]) {
+		// A CPU stopped inside a function (past its first instruction)
+		// prints that function at the offset of its later call.
+		if merr != nil && len(chain) > 1 && len(fpF) > 0 && !atFuncStart(k, fpF[0].PC) && p+1 < len(printed) && kernel.FuncOf(chain[0]) == kernel.FuncOf(printed[p]) {
 			if a, err := kernel.MatchPrinted(chain[1:], printed[p+1:]); err == nil && a == 0 {
 				at, merr, later = 0, nil, true
 			}
@@ -132,7 +134,11 @@ func sideBySide(w io.Writer, k *kernel.Kernel, scsF, fpF []kernel.Frame, scsErr,
 		if merr != nil {
 			fmt.Fprintf(w, "printed trace: DIFFERS: %v\n", merr)
 		} else if later {
-			fmt.Fprintf(w, "printed trace: its %d frames from %s (after %d of printing code) match the FP walk plus the %d frame(s) only the SCS holds (the stopped function prints at the offset of its later call)\n", len(printed)-p, printed[p], p, scsOnly)
+			plus := ""
+			if scsOnly > 0 {
+				plus = fmt.Sprintf(" plus the %d frame(s) only the SCS holds", scsOnly)
+			}
+			fmt.Fprintf(w, "printed trace: its %d frames from %s (after %d of printing code) match the FP walk%s (the stopped function prints at the offset of its later call)\n", len(printed)-p, printed[p], p, plus)
 		} else {
 			fmt.Fprintf(w, "printed trace: its %d frames from %s (after %d of printing code) match the FP walk exactly\n", len(printed)-p, printed[p], p)
 		}
@@ -183,4 +189,10 @@ func tasks(w io.Writer, cp *kernel.Capture, k *kernel.Kernel, rep *kernel.Report
 		fmt.Fprintf(w, "  pid %-4d %-16s FP %2d frames%s, ends %-28s %s\n", t.Task.PID, t.Task.Comm, len(ws), scs, last, verdict)
 	}
 	fmt.Fprintf(w, "blocked tasks: %d of %d match their printed trace exactly\n", same, blocked)
+}
+
+// atFuncStart reports whether pc is the first instruction of its function.
+func atFuncStart(k *kernel.Kernel, pc uint64) bool {
+	s, ok := k.Sym(pc)
+	return ok && s.Addr == pc
 }

@@ -26,7 +26,7 @@ func TestDumpKernel(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := b.String()
-		exact, plus := strings.Count(out, "match the FP walk exactly"), strings.Count(out, "only the SCS holds (the stopped")
+		exact, plus := strings.Count(out, "match the FP walk exactly"), strings.Count(out, "(the stopped function prints at the offset of its later call)")
 		if exact+plus != c.stops || plus != c.stops-3 || strings.Contains(out, "DIFFERS") {
 			t.Errorf("%s: %d+%d of %d stops matched, or a difference:\n%s", c.dir, exact, plus, c.stops, out)
 		}

@@ -122,3 +122,32 @@ func BLTarget(pc uint64, insn uint32) (uint64, bool) {
 	off := int64(int32(insn<<6)>>6) * 4
 	return pc + uint64(off), true
 }
+
+// StrImm encodes "str xt, [xn, #imm]" (64-bit, unsigned offset: imm a
+// multiple of 8 in [0, 32760]).
+func StrImm(rt, rn int, imm int) uint32 {
+	return 0xf9000000 | uint32((imm/8)&0xfff)<<10 | uint32(rn&31)<<5 | uint32(rt&31)
+}
+
+// StrReg encodes "str xt, [xn, xm]" (64-bit, register offset, no shift):
+// the kernel's str_this_cpu.
+func StrReg(rt, rn, rm int) uint32 {
+	return 0xf8206800 | uint32(rm&31)<<16 | uint32(rn&31)<<5 | uint32(rt&31)
+}
+
+// MrsSPEL0 encodes "mrs xt, sp_el0" (the kernel's get_current_task).
+func MrsSPEL0(rt int) uint32 { return 0xd5384100 | uint32(rt&31) }
+
+// MrsTPIDREL1 encodes "mrs xt, tpidr_el1" (the kernel's this_cpu_offset).
+func MrsTPIDREL1(rt int) uint32 { return 0xd538d080 | uint32(rt&31) }
+
+// Adrp encodes "adrp xd, target" placed at pc: xd = the 4 KiB page of
+// target. It fails if the page is out of the ±4 GiB range.
+func Adrp(rd int, pc, target uint64) (uint32, error) {
+	d := int64(target&^0xfff-pc&^0xfff) >> 12
+	if d < -(1<<20) || d >= 1<<20 {
+		return 0, fmt.Errorf("arm64: adrp from %#x to %#x out of range", pc, target)
+	}
+	u := uint32(d) & 0x1fffff
+	return 0x90000000 | (u&3)<<29 | (u>>2)<<5 | uint32(rd&31), nil
+}

@@ -27,6 +27,17 @@ func TestEncodingsDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	adrp, err := Adrp(X16, 0x10ff0, 0x15008)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adrpBack, err := Adrp(X16, 0x10000, 0xf008)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Adrp(X16, 0, 1<<33); err == nil {
+		t.Error("adrp 8 GiB away encoded")
+	}
 	for _, tc := range []struct {
 		insn uint32
 		want string
@@ -52,6 +63,13 @@ func TestEncodingsDecode(t *testing.T) {
 		{Hint(25), "HINT #0x19"},
 		{NOP, "NOP "},
 		{RET, "RET X30"},
+		{StrImm(18, X16, 24), "STR X18, [X16,#24]"},
+		{StrReg(18, X16, 17), "STR X18, [X16,X17]"},
+		{MrsSPEL0(X16), "MRS X16, S3_0_C4_C1_0"}, // arm64asm names no system register,
+		{MrsTPIDREL1(17), "MRS X17, S3_0_C13_C0_4"},
+		{adrp, "ADRP X16, .+0x5000"},
+		{adrpBack, "ADRP X16, .+0xfffffffffffff000"},
+		{StpPre(18, 31, SP, -16), "STP X18, XZR, [SP,#-16]!"},
 	} {
 		if got := decode(t, tc.insn); got != tc.want {
 			t.Errorf("%#08x decodes as %q, want %q", tc.insn, got, tc.want)

@@ -17,15 +17,18 @@
 // ABI has been checked against real kernels (Debian's 6.1 and 6.12,
 // testdata/kernel).
 //
+// Where a stopped CPU's caller's return address is comes from the code of
+// the function before its pc ([Kernel.PrologueAt], the analysis of
+// internal/prologue): until the prologue links its frame record
+// (`mov x29, sp`) it is only in x30, after ftrace's NOPs, paciasp, the
+// SCS push (`str x30, [x18], #8`) and the `stp x29, x30` alike, and both
+// techniques report x30 after the pc (the SCS copy only while the push
+// has not run; after it, it is the SCS's newest entry); the walk's Notes
+// name the deciding instructions. The shipped SCS captures stop after a
+// push once each (stop "x30"), and gdb's DWARF CFI backtrace at every
+// stop is a second reference for the FP walk (testdata/kernel/README.md).
 // On kernels with shadow call stacks, [Kernel.Compare] explains each
-// frame only one technique has by a rule of the model. One rule needs the
-// code: a CPU stopped inside a prologue after its SCS push
-// (`str x30, [x18], #8`) but before x29 is set has the caller's return
-// address on the SCS and in x30 but in no linked frame record
-// ([Kernel.PrologueAt], [NoteSCSOnlyPushedUnlinked]); the shipped SCS
-// captures stop there once each (stop "x30"), and gdb's DWARF CFI
-// backtrace at every stop is a second reference for the FP walk
-// (testdata/kernel/README.md).
+// frame only one technique has by a rule of the model.
 //
 // Structure offsets come from the kernel's BTF in the dump (found through
 // __start_BTF/__stop_BTF or, for kernels whose kallsyms lacks data
@@ -82,6 +85,13 @@ type Kernel struct {
 	off  map[string]uint64
 	opts Options
 	sym  map[string]uint64
+	// mem is what the walks and the code checks read: V (tests overlay it).
+	mem Memory
+	// owners are {task->stack, task} of the task list, read once
+	// (owned) for stackOwner; ownersErr is the task list's error.
+	owned     bool
+	owners    [][2]uint64
+	ownersErr error
 }
 
 // keys read from BTF besides vmcore.OffsetKeys.
@@ -93,7 +103,7 @@ func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
 	if !v.HasInfo {
 		return nil, fmt.Errorf("%s: no VMCOREINFO: kernel version and layout unknown", v.Path)
 	}
-	k := &Kernel{V: v, Syms: syms, opts: opts, off: map[string]uint64{}, sym: map[string]uint64{}}
+	k := &Kernel{V: v, Syms: syms, opts: opts, off: map[string]uint64{}, sym: map[string]uint64{}, mem: v}
 	for _, s := range syms {
 		if _, ok := k.sym[s.Name]; !ok {
 			k.sym[s.Name] = s.Addr
@@ -242,7 +252,13 @@ func (k *Kernel) scanBTF() (uint64, uint64, error) {
 	return 0, 0, fmt.Errorf("no BTF header within %d MiB after _etext", maxBTFScan>>20)
 }
 
-func (k *Kernel) read64(va uint64) (uint64, error) { return k.V.ReadVirt64(va) }
+func (k *Kernel) read64(va uint64) (uint64, error) {
+	var b [8]byte
+	if err := k.mem.ReadVirt(b[:], va); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
+}
 
 func (k *Kernel) percpu(name string, cpu int) (uint64, error) {
 	a, ok := k.sym[name]
@@ -256,7 +272,9 @@ func (k *Kernel) percpu(name string, cpu int) (uint64, error) {
 }
 
 // Current returns the task running on cpu: per_cpu(__entry_task, cpu)
-// (arch/arm64/kernel/process.c), or Options.Current.
+// (arch/arm64/kernel/process.c), or Options.Current (SP_EL0), or else the
+// task of the task list whose stack holds the CPU's sp. The dump's
+// NT_PRSTATUS pr_pid is not used: QEMU writes the CPU index + 1 there.
 func (k *Kernel) Current(cpu int) (uint64, string, error) {
 	if a, err := k.percpu("__entry_task", cpu); err == nil {
 		t, err := k.read64(a)
@@ -271,7 +289,40 @@ func (k *Kernel) Current(cpu int) (uint64, string, error) {
 		}
 		return t, "SP_EL0 given by the caller", nil
 	}
-	return 0, "", fmt.Errorf("current task of cpu %d unknown: no __entry_task symbol and no SP_EL0 given", cpu)
+	t, err := k.stackOwner(cpu)
+	if err != nil {
+		return 0, "", fmt.Errorf("current task of cpu %d unknown: no __entry_task symbol, no SP_EL0 given, and %v", cpu, err)
+	}
+	return t, "the task whose stack holds the CPU's sp (task list)", nil
+}
+
+// stackOwner returns the task of the task list whose stack holds cpu's
+// sp: the CPU runs on that task's stack, so it is its current task. The
+// stacks of the task list are read once.
+func (k *Kernel) stackOwner(cpu int) (uint64, error) {
+	if cpu < 0 || cpu >= len(k.V.CPUs) {
+		return 0, fmt.Errorf("no cpu %d", cpu)
+	}
+	if !k.owned {
+		k.owned = true
+		ts, err := k.Tasks(0)
+		k.ownersErr = err
+		for _, t := range ts {
+			if s, err := k.TaskStack(t.Addr); err == nil {
+				k.owners = append(k.owners, [2]uint64{s.Low, t.Addr})
+			}
+		}
+	}
+	sp := k.V.CPUs[cpu].Regs.SP
+	for _, o := range k.owners {
+		if sp >= o[0] && sp-o[0] < k.ThreadSize {
+			return o[1], nil
+		}
+	}
+	if k.ownersErr != nil {
+		return 0, fmt.Errorf("sp %#x is on no stack of the task list (%d tasks read: %v)", sp, len(k.owners), k.ownersErr)
+	}
+	return 0, fmt.Errorf("sp %#x is on no stack of the task list's %d tasks (an IRQ stack, or an idle task, which the list lacks)", sp, len(k.owners))
 }
 
 func (k *Kernel) offset(key string) (uint64, error) {
@@ -336,10 +387,13 @@ func (k *Kernel) CPUStacks(cpu int, task uint64) ([]Stack, error) {
 }
 
 // CPUWalk is the walk of cpu from its dumped registers, PACs stripped
-// with the dump's layout. When the CPU stopped at the first instruction
-// of a function (a breakpoint on it), its x30 is the caller's return
-// address and is reported second (OriginLR): the prologue has not pushed
-// it yet.
+// with the dump's layout. Where the code of the function holding pc says
+// the caller's return address is still only in x30 ([Kernel.PrologueAt]:
+// X30Live, e.g. a stop at its first instruction, after ftrace's NOPs,
+// paciasp, the SCS push or the stp x29, x30, before the mov x29, sp that
+// links the record), x30 is reported second (OriginLR). The walk's Notes
+// name the instructions that decided, or why it could not be decided
+// (x30 is then not reported).
 func (k *Kernel) CPUWalk(cpu int) (*Walk, error) {
 	if cpu < 0 || cpu >= len(k.V.CPUs) {
 		return nil, fmt.Errorf("%s: no cpu %d", k.V.Path, cpu)
@@ -353,12 +407,22 @@ func (k *Kernel) CPUWalk(cpu int) (*Walk, error) {
 		return nil, err
 	}
 	r := &k.V.CPUs[cpu].Regs
-	w := &Walk{Mem: k.V, ABI: k.ABI, Regs: k.Regs, Stacks: stacks, TaskPtRegs: stacks[0].High - k.Regs.Size,
+	w := &Walk{Mem: k.mem, ABI: k.ABI, Regs: k.Regs, Stacks: stacks, TaskPtRegs: stacks[0].High - k.Regs.Size,
 		FP: r.X[29], PC: r.PC, Start: OriginRegsPC, Layout: k.V.Layout}
-	if s, ok := k.Sym(r.PC); ok && s.Addr == r.PC {
-		w.LR = r.X[30]
-	}
 	k.note("cpu %d: current task %#x (%s)", cpu, task, how)
+	w.Notes = append(w.Notes, fmt.Sprintf("cpu %d: current task %#x (%s)", cpu, task, how))
+	p, err := k.PrologueAt(r.PC)
+	switch {
+	case err != nil:
+		w.Notes = append(w.Notes, fmt.Sprintf("cpu %d: x30 %#x not reported: whether it is the caller's return address is unknown: %v", cpu, r.X[30], err))
+	case p.X30 == X30Live:
+		w.LR = r.X[30]
+		w.Notes = append(w.Notes, fmt.Sprintf("cpu %d: x30 %#x reported second, the caller's return address not yet in a linked frame record: %s", cpu, r.X[30], p))
+	case p.X30 == X30Linked:
+		w.Notes = append(w.Notes, fmt.Sprintf("cpu %d: x30 not reported: %s", cpu, p))
+	default:
+		w.Notes = append(w.Notes, fmt.Sprintf("cpu %d: x30 %#x not reported: whether it is the caller's return address is unknown: %s", cpu, r.X[30], p))
+	}
 	return w, nil
 }
 
@@ -410,11 +474,11 @@ func (k *Kernel) Tasks(start uint64) ([]Task, error) {
 		seen[t] = true
 		task := Task{Addr: t}
 		var b [16]byte
-		if err := k.V.ReadVirt(b[:4], t+offs[1]); err != nil {
+		if err := k.mem.ReadVirt(b[:4], t+offs[1]); err != nil {
 			return out, fmt.Errorf("task %#x: pid: %w", t, err)
 		}
 		task.PID = int(int32(binary.LittleEndian.Uint32(b[:])))
-		if err := k.V.ReadVirt(b[:], t+offs[2]); err != nil {
+		if err := k.mem.ReadVirt(b[:], t+offs[2]); err != nil {
 			return out, fmt.Errorf("task %#x: comm: %w", t, err)
 		}
 		n := 0
@@ -422,7 +486,7 @@ func (k *Kernel) Tasks(start uint64) ([]Task, error) {
 			n++
 		}
 		task.Comm = string(b[:n])
-		if err := k.V.ReadVirt(b[:4], t+offs[3]); err != nil {
+		if err := k.mem.ReadVirt(b[:4], t+offs[3]); err != nil {
 			return out, fmt.Errorf("task %#x: __state: %w", t, err)
 		}
 		task.State = uint64(binary.LittleEndian.Uint32(b[:]))
@@ -444,14 +508,46 @@ func (k *Kernel) Tasks(start uint64) ([]Task, error) {
 	return out, nil
 }
 
+// RunningOn returns the CPU whose current task ([Kernel.Current]) is the
+// task_struct at task, or -1 when it is current on none (or no CPU's
+// current task is known). The dump's NT_PRSTATUS pr_pid is never used:
+// QEMU writes the CPU index + 1 there, not a pid.
+func (k *Kernel) RunningOn(task uint64) int {
+	for c := range k.V.CPUs {
+		if cur, _, err := k.Current(c); err == nil && cur == task {
+			return c
+		}
+	}
+	return -1
+}
+
+// pstateEL is the exception level field of PSTATE (SPSR M[3:2]).
+func pstateEL(pstate uint64) uint64 { return pstate >> 2 & 3 }
+
 // TaskWalk is stack_trace_save_tsk's walk of a task that is not running:
-// from its cpu_context, on its own stack only.
+// from its cpu_context, on its own stack only. A task that is current on
+// a CPU ([Kernel.RunningOn]) has a stale cpu_context (written when it was
+// last switched out): it is walked from that CPU's registers instead
+// ([Kernel.CPUWalk], its Notes say so), and when that CPU was in user
+// mode (PSTATE EL0) there is no kernel frame to walk: an error says so.
 func (k *Kernel) TaskWalk(t Task) (*Walk, error) {
+	if c := k.RunningOn(t.Addr); c >= 0 {
+		if r := &k.V.CPUs[c].Regs; pstateEL(r.Pstate) == 0 {
+			return nil, fmt.Errorf("%s: task %#x (pid %d %s) is running in user mode on cpu %d (pstate %#x, pc %#x): no kernel frames, and its cpu_context is stale",
+				k.V.Path, t.Addr, t.PID, t.Comm, c, r.Pstate, r.PC)
+		}
+		w, err := k.CPUWalk(c)
+		if err != nil {
+			return nil, fmt.Errorf("task %#x (pid %d %s), current on cpu %d: %w", t.Addr, t.PID, t.Comm, c, err)
+		}
+		w.Notes = append(w.Notes, fmt.Sprintf("task %#x (pid %d %s) is current on cpu %d: walked from the CPU's registers, not its stale cpu_context (pc %#x, fp %#x)", t.Addr, t.PID, t.Comm, c, t.PC, t.FP))
+		return w, nil
+	}
 	s, err := k.TaskStack(t.Addr)
 	if err != nil {
 		return nil, err
 	}
-	return &Walk{Mem: k.V, ABI: k.ABI, Regs: k.Regs, Stacks: []Stack{s}, TaskPtRegs: s.High - k.Regs.Size,
+	return &Walk{Mem: k.mem, ABI: k.ABI, Regs: k.Regs, Stacks: []Stack{s}, TaskPtRegs: s.High - k.Regs.Size,
 		FP: t.FP, PC: t.PC, Start: OriginTask, Layout: k.V.Layout}, nil
 }
 

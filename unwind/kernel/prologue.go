@@ -1,64 +1,80 @@
 package kernel
 
 import (
-	"encoding/binary"
 	"fmt"
+
+	"github.com/unwindkit/unwindkit/internal/prologue"
 )
+
+// X30State says where the caller's return address of a stopped function
+// is, read from the function's code before the stop.
+type X30State uint8
+
+const (
+	// X30Unknown: the code does not tell (unreadable, a branch, a call
+	// or a write of x29 or x30 before the stop, or pc past the prologue).
+	X30Unknown X30State = iota
+	// X30Live: only in x30 (and on the SCS if the push ran): the
+	// function has not linked a frame record, x29 is still the caller's.
+	X30Live
+	// X30Linked: in the frame record the function linked.
+	X30Linked
+)
+
+// String returns "unknown", "live in x30" or "in the linked frame record".
+func (x X30State) String() string { return prologue.X30(x).String() }
 
 // Prologue says how far the function holding a stopped pc got through
 // its prologue, read from its code in the dump. It decides whether the
-// caller's return address may be on the shadow call stack but in no
-// frame record yet.
+// caller's return address is still only in x30 (both techniques then
+// report x30 after the pc) and whether it is on the shadow call stack.
 type Prologue struct {
 	// Func is the function holding the pc, and Off the pc's offset in it.
 	Func string
 	Off  uint64
+	// SignAt is the offset of the executed signing of x30 (paciasp ...),
+	// or -1 when none ran before the pc.
+	SignAt int
 	// SCSPushAt is the offset of the executed SCS push
 	// (`str x30, [x18], #8`), or -1 when none ran before the pc.
 	SCSPushAt int
+	// PairAt is the offset of the executed `stp x29, x30, [sp, ...]`, or
+	// -1 when none ran before the pc.
+	PairAt int
 	// LinkedAt is the offset of the executed instruction that set x29
 	// (`mov x29, sp` or `add x29, sp, #n`: the frame record is linked),
 	// or -1 when none ran before the pc.
 	LinkedAt int
+	// X30 is where the caller's return address is.
+	X30 X30State
+	// Why names the instructions that decided X30.
+	Why string
 }
 
-// Encodings the prologue check looks for (clang's arm64 prologues with
-// -fsanitize=shadow-call-stack).
-const (
-	insnSCSPush = 0xf800865e   // str x30, [x18], #8
-	insnSetX29  = 0x910003fd   // add x29, sp, #imm (mov x29, sp is #0)
-	immShMask   = 0x1fff << 10 // the shift bit and imm12 of ADD (immediate)
-)
-
-// maxPrologue bounds the code read before a pc: a prologue that has not
-// linked its record within 16 instructions is not treated as one.
-const maxPrologue = 64
-
 // PrologueAt reads the code from the start of the function holding pc up
-// to pc and reports which of the prologue's SCS push and frame-record link
-// already ran. pc more than 16 instructions into its function is reported
-// with Off > 64 and neither found.
+// to pc (at most prologue.MaxProgress bytes) and reports which steps of
+// its prologue already ran and where the caller's return address is
+// (internal/prologue's analysis of straight-line prologue code). A pc at
+// the function's first instruction needs no code: nothing ran, x30 is
+// live.
 func (k *Kernel) PrologueAt(pc uint64) (Prologue, error) {
 	s, ok := k.Sym(pc)
 	if !ok {
-		return Prologue{}, fmt.Errorf("no symbol holds pc %#x", pc)
+		return Prologue{SignAt: -1, SCSPushAt: -1, PairAt: -1, LinkedAt: -1}, fmt.Errorf("no symbol holds pc %#x", pc)
 	}
-	p := Prologue{Func: s.Name, Off: pc - s.Addr, SCSPushAt: -1, LinkedAt: -1}
-	if p.Off > maxPrologue || p.Off%4 != 0 {
+	p := Prologue{Func: s.Name, Off: pc - s.Addr, SignAt: -1, SCSPushAt: -1, PairAt: -1, LinkedAt: -1}
+	if p.Off > prologue.MaxProgress {
+		p.Why = fmt.Sprintf("pc past the first %d bytes of %s: not in its prologue", prologue.MaxProgress, s.Name)
 		return p, nil
 	}
 	code := make([]byte, p.Off)
-	if err := k.V.ReadVirt(code, s.Addr); err != nil {
+	if err := k.mem.ReadVirt(code, s.Addr); err != nil {
+		p.Why = "code unreadable"
 		return p, fmt.Errorf("code of %s at %#x: %w", s.Name, s.Addr, err)
 	}
-	for i := 0; i+4 <= len(code); i += 4 {
-		switch w := binary.LittleEndian.Uint32(code[i:]); {
-		case w == insnSCSPush && p.SCSPushAt < 0:
-			p.SCSPushAt = i
-		case w&^uint32(immShMask) == insnSetX29 && p.LinkedAt < 0:
-			p.LinkedAt = i
-		}
-	}
+	g := prologue.ProgressOf(code)
+	p.SignAt, p.SCSPushAt, p.PairAt, p.LinkedAt = g.SignAt, g.PushAt, g.PairAt, g.LinkAt
+	p.X30, p.Why = X30State(g.X30), g.Why
 	return p, nil
 }
 
@@ -69,17 +85,8 @@ func (p Prologue) PushedUnlinked() bool { return p.SCSPushAt >= 0 && p.LinkedAt 
 
 // String describes the prologue state.
 func (p Prologue) String() string {
-	switch {
-	case p.Func == "":
+	if p.Func == "" {
 		return "unknown"
-	case p.Off > maxPrologue:
-		return fmt.Sprintf("%s+%#x: past the prologue", p.Func, p.Off)
-	case p.PushedUnlinked():
-		return fmt.Sprintf("%s+%#x: SCS push at +%#x ran, x29 not set yet", p.Func, p.Off, p.SCSPushAt)
-	case p.SCSPushAt >= 0:
-		return fmt.Sprintf("%s+%#x: SCS push at +%#x and frame record link at +%#x ran", p.Func, p.Off, p.SCSPushAt, p.LinkedAt)
-	case p.LinkedAt >= 0:
-		return fmt.Sprintf("%s+%#x: frame record linked at +%#x, no SCS push", p.Func, p.Off, p.LinkedAt)
 	}
-	return fmt.Sprintf("%s+%#x: no SCS push ran yet", p.Func, p.Off)
+	return fmt.Sprintf("%s+%#x: caller's return address %s (%s)", p.Func, p.Off, p.X30, p.Why)
 }

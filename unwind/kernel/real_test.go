@@ -129,9 +129,6 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 				n := len(printed) - kernel.PrintedFrom(printed)
 				cpuFrames += n
 				how := "contains"
-				if s.Name == "x30" {
-					how = "plus the SCS-only frame contains"
-				}
 				t.Logf("%s: cpu %d: walk of %d frames %s the %d printed frames from %s; stacks: %s", s.Name, s.StoppedCPU, len(ws), how, n, printed[kernel.PrintedFrom(printed)], kernel.StacksString(c.Walk))
 				checkScenario(t, cp, k, s, c.Frames, ws)
 				// Only the x30 stop is inside a prologue after its SCS push;
@@ -220,12 +217,10 @@ func checkScenario(t *testing.T, cp *kernel.Capture, k *kernel.Kernel, s *kernel
 	if signed == 0 {
 		t.Errorf("%s: no PAC-signed return address was stripped", s.Name)
 	}
+	// Every stop is before the stopped function linked its frame record
+	// (at its first instruction, or at x30 after its SCS push): x30 is
+	// reported second.
 	second := kernel.OriginLR
-	if s.Name == "x30" {
-		// Stopped inside the prologue: x30 is not reported by the walk,
-		// the next frame is the caller's record.
-		second = kernel.OriginFrame
-	}
 	if fs[0].Origin != kernel.OriginRegsPC || kernel.FuncOf(ws[0]) != s.Func || fs[1].Origin != second {
 		t.Errorf("%s: the walk starts %s (%v), %v; want the breakpoint function %s and x30", s.Name, ws[0], fs[0].Origin, fs[1].Origin, s.Func)
 	}
@@ -275,56 +270,48 @@ var rules = map[string]int{}
 var scsOnly = map[string]int{}
 
 // checkX30 checks the stop placed after a prologue's SCS push and before
-// its frame record is linked: the FP walk lacks exactly the caller's
-// return address (still in x30), the SCS copy has it as its newest entry,
-// explained by the prologue rule read from the code in the dump, and the
-// kernel's printed trace (taken later, from deeper in the same call)
-// confirms the frame: the walk plus the SCS-only frame is the printed
-// trace, the walk alone is not.
+// its frame record is linked: the caller's return address is still only
+// in x30, which the prologue analysis of the code in the dump says, so
+// the FP walk reports it second (PAC stripped) and the SCS copy has it as
+// its newest entry; the two agree on every frame but the stopped pc, and
+// the kernel's printed trace (taken later, from deeper in the same call)
+// confirms the frame: the walk is the printed trace (the stopped function
+// prints at the offset of its later call). The old walk reported x30 only
+// at a function's first instruction and lacked this frame.
 func checkX30(t *testing.T, k *kernel.Kernel, s *kernel.Stop, c *kernel.CPUResult, ws, printed []string) {
 	t.Helper()
 	if !k.HasSCS() || c.SCSErr != nil {
 		t.Fatalf("x30: SCS copy: %v", c.SCSErr)
 	}
-	if !c.Prologue.PushedUnlinked() || c.Prologue.Func != s.Func {
-		t.Errorf("x30: prologue %v (%v), want %s after its SCS push, x29 not set", c.Prologue, c.PrologueErr, s.Func)
+	if !c.Prologue.PushedUnlinked() || c.Prologue.Func != s.Func || c.Prologue.X30 != kernel.X30Live || c.Prologue.SignAt < 0 {
+		t.Errorf("x30: prologue %v (%v), want %s after its paciasp and SCS push, x29 not set", c.Prologue, c.PrologueErr, s.Func)
 	}
 	x30 := k.V.CPUs[s.StoppedCPU].Regs.X[30]
-	if len(c.SCS) == 0 || c.SCS[0].Raw != x30 || c.SCS[0].PC != k.V.Layout.Strip(x30) {
+	if len(c.SCS) == 0 || c.SCS[0].Raw != x30 || c.SCS[0].PC != k.V.Layout.Strip(x30) || c.SCS[0].Origin != kernel.OriginSCS {
 		t.Fatalf("x30: the SCS's newest entry is not x30 %#x: %v", x30, c.SCS)
 	}
 	if x30 == c.SCS[0].PC {
 		t.Errorf("x30: %#x is not PAC-signed (paciasp ran before the stop)", x30)
 	}
+	if f := c.Frames[1]; f.Origin != kernel.OriginLR || f.Raw != x30 || f.PC != c.SCS[0].PC {
+		t.Errorf("x30: the walk's second frame %#x (raw %#x, %v), want x30 %#x stripped", f.PC, f.Raw, f.Origin, x30)
+	}
+	notes := strings.Join(c.Walk.Notes, "; ")
+	if !strings.Contains(notes, "reported second") || !strings.Contains(notes, "str x30, [x18], #8") {
+		t.Errorf("x30: the walk's notes do not name the deciding instructions: %s", notes)
+	}
 	cmp := k.Compare(c.SCS, c.Frames, nil, nil)
-	var merged []string
-	only := 0
-	for _, r := range cmp.Rows {
-		switch {
-		case r.InFP:
-			merged = append(merged, r.FP.Symbol)
-		default:
-			merged = append(merged, r.SCS.Symbol)
-			only++
-			if r.SCS.PC != c.SCS[0].PC || !strings.HasPrefix(r.Note, kernel.NoteSCSOnlyPushedUnlinked) {
-				t.Errorf("x30: SCS-only frame %s: %q", r.SCS.Symbol, r.Note)
-			}
-			t.Logf("x30: only on the SCS: %s: %s", r.SCS.Symbol, r.Note)
+	for i, r := range cmp.Rows {
+		if !r.InFP || !r.InSCS && i != 0 {
+			t.Errorf("x30: row %d only in one technique: %q\n%s", i, r.Note, cmp)
 		}
 	}
-	if only != 1 {
-		t.Errorf("x30: %d frames only on the SCS, want 1\n%s", only, cmp)
-	}
 	p := kernel.PrintedFrom(printed)
-	if _, err := kernel.MatchPrinted(ws, printed); err == nil {
-		t.Errorf("x30: the FP walk alone matches the printed trace; the SCS-only frame is not confirmed")
+	if kernel.FuncOf(ws[0]) != kernel.FuncOf(printed[p]) {
+		t.Errorf("x30: stopped in %s, printed from %s", ws[0], printed[p])
 	}
-	// The stop's own frame prints with the offset of the later call.
-	if kernel.FuncOf(merged[0]) != kernel.FuncOf(printed[p]) {
-		t.Errorf("x30: stopped in %s, printed from %s", merged[0], printed[p])
-	}
-	if at, err := kernel.MatchPrinted(merged[1:], printed[p+1:]); err != nil || at != 0 {
-		t.Errorf("x30: FP walk + SCS-only frame vs printed (at %d): %v\nmerged:  %s\nprinted: %s", at, err, strings.Join(merged, " "), strings.Join(printed, " "))
+	if at, err := kernel.MatchPrinted(ws[1:], printed[p+1:]); err != nil || at != 0 {
+		t.Errorf("x30: FP walk vs printed (at %d): %v\nwalk:    %s\nprinted: %s", at, err, strings.Join(ws, " "), strings.Join(printed, " "))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/errs"
+	"github.com/unwindkit/unwindkit/scs"
 	"github.com/unwindkit/unwindkit/unwind"
 )
 
@@ -20,28 +21,154 @@ const OriginSCS Origin = 100
 // but do not push x30 on the shadow call stack (arch/arm64/kernel/entry.S).
 var noSCSPush = map[string]bool{"call_on_irq_stack": true, "cpu_switch_to": true}
 
-// stpX18 is `stp x18, xzr, [sp, #-16]!`: call_on_irq_stack keeping the
-// interrupted x18 on the interrupted stack (the 2022 policy).
-const stpX18 = 0xa9bf7ff2
+// Encodings the x18 policy check matches in call_on_irq_stack (Arm ARM
+// C6.2; the kernel's scs_save, ldr_this_cpu/str_this_cpu and
+// get_current_task macros, arch/arm64/include/asm/{scs,assembler}.h).
+const (
+	insnStpX18XZR = 0xa9bf7ff2 // stp x18, xzr, [sp, #-16]!
+	maskRd        = 0x1f
+	insnMrsSPEL0  = 0xd5384100 // mrs xt, sp_el0 (get_current_task)
+	insnMrsTPIDR1 = 0xd538d080 // mrs xt, tpidr_el1 (this_cpu_offset)
+	insnMrsTPIDR2 = 0xd53cd040 // mrs xt, tpidr_el2 (the same under VHE)
+	insnStrX18Imm = 0xf9000012 // str x18, [xn, #imm12*8]: mask 0xffc0001f
+	insnStrX18Reg = 0xf8206812 // str x18, [xn, xm]: mask 0xffe0fc1f
+	insnAdrp      = 0x90000000 // adrp xd, label: mask 0x9f000000
+	insnAddImm64  = 0x91000000 // add xd, xn, #imm{, lsl #12}: mask 0xff800000
+	insnBLR       = 0xd63f0000 // blr xn: mask 0xfffffc1f
+)
 
-// SCSPolicy says where the dump's call_on_irq_stack keeps the interrupted
-// task's x18, read from its code in the dump: "on the stack" when it
-// stores x18 with `stp x18, xzr, [sp, #-16]!`, else "thread_info"
-// (scs_save into task->thread_info.scs_sp, mainline since 6.2 and the
-// stable trees).
-func (k *Kernel) SCSPolicy() (string, error) {
+// X18Save is where the dump's call_on_irq_stack keeps the interrupted
+// task's x18, read from its code ([Kernel.X18Policy]).
+type X18Save struct {
+	// Policy is one of the three policies of package scs.
+	Policy scs.Policy
+	// Var is the per-CPU variable the x18 is stored into (scs.PerCPU:
+	// irq_shadow_call_stack_saved_ptr), as call_on_irq_stack's adrp/add
+	// compute it; 0 for the other policies.
+	Var uint64
+	// Why names the instructions that decided, with their offsets.
+	Why string
+}
+
+// policyScan bounds the code of call_on_irq_stack read for the policy:
+// the save comes before its call (blr), within its first instructions.
+const policyScan = 0x80
+
+// X18Policy reads the code of call_on_irq_stack up to its call (blr) and
+// recognises where it keeps the interrupted x18 before switching to the
+// IRQ shadow stack, one of the three policies of package scs:
+//   - scs.ThreadInfo: `mrs xN, sp_el0; str x18, [xN, #off]` with off the
+//     BTF's task_struct.thread_info + thread_info.scs_sp (scs_save);
+//   - scs.OnStack: `stp x18, xzr, [sp, #-16]!`;
+//   - scs.PerCPU: `adrp xN, var; add xN, xN, #lo; mrs xM, tpidr_el1;
+//     str x18, [xN, xM]` (str_this_cpu), var being
+//     irq_shadow_call_stack_saved_ptr when that is among the symbols.
+//
+// Code that stores x18 in none of these ways before the call is an
+// error, as is a store that contradicts the BTF or the symbols.
+func (k *Kernel) X18Policy() (X18Save, error) {
 	a, ok := k.sym["call_on_irq_stack"]
 	if !ok {
-		return "", fmt.Errorf("call_on_irq_stack is not among the symbols")
+		return X18Save{}, fmt.Errorf("%s: call_on_irq_stack is not among the symbols", k.V.Path)
 	}
-	var code [0x80]byte
-	if err := k.V.ReadVirt(code[:], a); err != nil {
-		return "", fmt.Errorf("call_on_irq_stack code: %w", err)
+	var code [policyScan]byte
+	if err := k.mem.ReadVirt(code[:], a); err != nil {
+		return X18Save{}, fmt.Errorf("%s: call_on_irq_stack code at %#x: %w", k.V.Path, a, err)
 	}
+	return k.x18Policy(a, code[:])
+}
+
+// regVal is what the policy scan knows of a register.
+type regVal struct {
+	kind uint8 // 0 unknown, valConst, valCurrent, valPerCPU
+	v    uint64
+}
+
+const (
+	valConst   = 1 + iota // an address from adrp (and add)
+	valCurrent            // mrs xN, sp_el0: current task_struct
+	valPerCPU             // mrs xN, tpidr_el1/2: this CPU's per-CPU offset
+)
+
+func (k *Kernel) x18Policy(a uint64, code []byte) (X18Save, error) {
+	var r [32]regVal
+	where := func(i int) string { return fmt.Sprintf("call_on_irq_stack+%#x", i) }
 	for i := 0; i+4 <= len(code); i += 4 {
-		if binary.LittleEndian.Uint32(code[i:]) == stpX18 {
-			return "on the stack", nil
+		w := binary.LittleEndian.Uint32(code[i:])
+		pc := a + uint64(i)
+		rd := w & maskRd
+		switch {
+		case w == insnStpX18XZR:
+			return X18Save{Policy: scs.OnStack, Why: where(i) + ": stp x18, xzr, [sp, #-16]!"}, nil
+		case w&^maskRd == insnMrsSPEL0:
+			r[rd] = regVal{kind: valCurrent}
+		case w&^maskRd == insnMrsTPIDR1 || w&^maskRd == insnMrsTPIDR2:
+			r[rd] = regVal{kind: valPerCPU}
+		case w&0x9f000000 == insnAdrp:
+			imm := int64(w>>5&0x7ffff)<<2 | int64(w>>29&3)
+			imm = imm << 43 >> 43 // sign-extend 21 bits
+			r[rd] = regVal{kind: valConst, v: pc&^0xfff + uint64(imm<<12)}
+		case w&0xff800000 == insnAddImm64:
+			imm := uint64(w >> 10 & 0xfff)
+			if w>>22&1 != 0 {
+				imm <<= 12
+			}
+			if rn := w >> 5 & 31; r[rn].kind == valConst {
+				r[rd] = regVal{kind: valConst, v: r[rn].v + imm}
+			} else {
+				r[rd] = regVal{}
+			}
+		case w&0xffc0001f == insnStrX18Imm:
+			rn, off := w>>5&31, uint64(w>>10&0xfff)*8
+			if r[rn].kind != valCurrent {
+				return X18Save{}, fmt.Errorf("%s: %s: str x18, [x%d, #%d] into no known place (x%d is not current from sp_el0)", k.V.Path, where(i), rn, off, rn)
+			}
+			want, err := k.scsSPOff()
+			if err == nil && want != off {
+				return X18Save{}, fmt.Errorf("%s: %s: str x18, [current, #%d], but thread_info.scs_sp is at %d in task_struct (BTF)", k.V.Path, where(i), off, want)
+			}
+			return X18Save{Policy: scs.ThreadInfo, Why: fmt.Sprintf("mrs x%d, sp_el0 then %s: str x18, [x%d, #%d] (thread_info.scs_sp)", rn, where(i), rn, off)}, nil
+		case w&0xffe0fc1f == insnStrX18Reg:
+			rn, rm := w>>5&31, w>>16&31
+			if r[rn].kind == valPerCPU {
+				rn, rm = rm, rn
+			}
+			if r[rn].kind != valConst || r[rm].kind != valPerCPU {
+				return X18Save{}, fmt.Errorf("%s: %s: str x18, [x%d, x%d] into no known place (want a per-CPU variable: adrp/add, mrs tpidr_el1)", k.V.Path, where(i), rn, rm)
+			}
+			v := r[rn].v
+			if s, ok := k.sym["irq_shadow_call_stack_saved_ptr"]; ok && s != v {
+				return X18Save{}, fmt.Errorf("%s: %s: str x18 into the per-CPU variable at %#x, but irq_shadow_call_stack_saved_ptr is at %#x", k.V.Path, where(i), v, s)
+			}
+			return X18Save{Policy: scs.PerCPU, Var: v, Why: fmt.Sprintf("%s: str x18, [x%d, x%d] into the per-CPU variable at %#x (irq_shadow_call_stack_saved_ptr)", where(i), rn, rm, v)}, nil
+		case w&0xfffffc1f == insnBLR:
+			return X18Save{}, fmt.Errorf("%s: %s: blr before any recognised store of x18 (thread_info: str x18, [current, #scs_sp]; on-stack: stp x18, xzr, [sp, #-16]!; per-CPU: str x18, [var, this_cpu]): x18 policy unknown", k.V.Path, where(i))
 		}
+	}
+	return X18Save{}, fmt.Errorf("%s: call_on_irq_stack: no recognised store of x18 in its first %d bytes: x18 policy unknown", k.V.Path, len(code))
+}
+
+// scsSPOff is the offset of thread_info.scs_sp in task_struct.
+func (k *Kernel) scsSPOff() (uint64, error) {
+	so, err := k.offset("thread_info.scs_sp")
+	if err != nil {
+		return 0, err
+	}
+	return k.off["task_struct.thread_info"] + so, nil
+}
+
+// SCSPolicy names the policy [Kernel.X18Policy] recognises: "thread_info",
+// "on the stack" or "per-CPU".
+func (k *Kernel) SCSPolicy() (string, error) {
+	p, err := k.X18Policy()
+	if err != nil {
+		return "", err
+	}
+	switch p.Policy {
+	case scs.OnStack:
+		return "on the stack", nil
+	case scs.PerCPU:
+		return "per-CPU", nil
 	}
 	return "thread_info", nil
 }
@@ -61,7 +188,7 @@ func (k *Kernel) copySCS(base, top uint64, kind fp.StackKind) ([]Frame, error) {
 		return nil, errs.Corruptf("scs pointer outside its stack", top, "base %#x, SCS_SIZE %#x", base, size)
 	}
 	b := make([]byte, top-base)
-	if err := k.V.ReadVirt(b, base); err != nil {
+	if err := k.mem.ReadVirt(b, base); err != nil {
 		return nil, fmt.Errorf("scs [%#x, %#x): %w", base, top, err)
 	}
 	var out []Frame
@@ -92,10 +219,41 @@ func (k *Kernel) threadSCS(task uint64) (base, sp uint64, err error) {
 // on-stack slot is found above call_on_irq_stack's frame record, which fs,
 // the CPU's FP walk, gives), else the task's own from x18. notes say
 // which saved x18 was used.
+//
+// When the function holding the CPU's pc has not pushed x30 yet and x30
+// is the caller's return address ([Kernel.PrologueAt]: X30Live, no SCS
+// push ran), x30 is the copy's first frame (OriginLR, PAC stripped), as
+// in the FP walk; once the push ran it is the SCS's newest entry.
 func (k *Kernel) SCSCopyCPU(cpu int, fs []Frame) (out []Frame, notes []string, err error) {
 	if !k.HasSCS() {
 		return nil, nil, fmt.Errorf("%s: kernel built without CONFIG_SHADOW_CALL_STACK (no thread_info.scs_sp in BTF): %w", k.V.Path, ErrNotSupported)
 	}
+	if cpu < 0 || cpu >= len(k.V.CPUs) {
+		return nil, nil, fmt.Errorf("%s: no cpu %d", k.V.Path, cpu)
+	}
+	out, notes, err = k.scsCopyCPU(cpu, fs)
+	r := &k.V.CPUs[cpu].Regs
+	p, perr := k.PrologueAt(r.PC)
+	switch {
+	case perr != nil:
+		notes = append(notes, fmt.Sprintf("x30 %#x not added: whether it is the caller's return address is unknown: %v", r.X[30], perr))
+	case p.X30 == X30Live && p.SCSPushAt < 0:
+		kind := fp.Task
+		if len(out) > 0 {
+			kind = out[0].Stack
+		}
+		lr := Frame{PC: k.V.Layout.Strip(r.X[30]), Raw: r.X[30], Origin: OriginLR, Stack: kind}
+		out = append([]Frame{lr}, out...)
+		notes = append(notes, fmt.Sprintf("x30 %#x first: the caller's return address, not pushed on the SCS yet: %s", r.X[30], p))
+	case p.X30 == X30Live:
+		notes = append(notes, fmt.Sprintf("x30 %#x is the SCS's newest entry, pushed at +%#x: %s", r.X[30], p.SCSPushAt, p))
+	default:
+		notes = append(notes, fmt.Sprintf("x30 not added: %s", p))
+	}
+	return out, notes, err
+}
+
+func (k *Kernel) scsCopyCPU(cpu int, fs []Frame) (out []Frame, notes []string, err error) {
 	task, _, err := k.Current(cpu)
 	if err != nil {
 		return nil, nil, err
@@ -118,13 +276,13 @@ func (k *Kernel) SCSCopyCPU(cpu int, fs []Frame) (out []Frame, notes []string, e
 				return out, notes, err
 			}
 			notes = append(notes, fmt.Sprintf("x18 %#x on the IRQ shadow stack [%#x, %#x)", x18, ibase, ibase+size))
-			pol, err := k.SCSPolicy()
+			pol, err := k.X18Policy()
 			if err != nil {
 				return out, notes, err
 			}
-			saved := tsp
-			if pol == "on the stack" {
-				saved = 0
+			var saved uint64
+			switch pol.Policy {
+			case scs.OnStack:
 				for i := 1; i < len(fs); i++ {
 					if fs[i-1].Stack == fp.IRQ && fs[i].Stack == fp.Task {
 						// fs[i] came from call_on_irq_stack's record at
@@ -138,12 +296,25 @@ func (k *Kernel) SCSCopyCPU(cpu int, fs []Frame) (out []Frame, notes []string, e
 				if saved == 0 {
 					return out, notes, fmt.Errorf("on-stack policy: the FP walk did not cross from the IRQ stack to the task stack")
 				}
-				notes = append(notes, fmt.Sprintf("interrupted x18 %#x from the interrupted stack (call_on_irq_stack keeps it there)", saved))
-			} else {
-				notes = append(notes, fmt.Sprintf("interrupted x18 %#x from thread_info.scs_sp (scs_save in call_on_irq_stack)", saved))
+				notes = append(notes, fmt.Sprintf("interrupted x18 %#x from the interrupted stack (%s)", saved, pol.Why))
+			case scs.PerCPU:
+				va := pol.Var + k.PerCPU[cpu] // percpu succeeded above: PerCPU[cpu] exists
+				if saved, err = k.read64(va); err != nil {
+					return out, notes, fmt.Errorf("%s: per-CPU saved x18 of cpu %d at %#x: %w", k.V.Path, cpu, va, err)
+				}
+				if saved == 0 {
+					// Reset to 0 on exit: 0 while x18 is on the IRQ
+					// shadow stack contradicts the entry code.
+					return out, notes, errs.Corruptf("per-CPU saved x18 is 0 inside call_on_irq_stack", va,
+						"%s: cpu %d: x18 %#x is on the IRQ shadow stack, irq_shadow_call_stack_saved_ptr is 0", k.V.Path, cpu, x18)
+				}
+				notes = append(notes, fmt.Sprintf("interrupted x18 %#x from per_cpu(irq_shadow_call_stack_saved_ptr) at %#x (%s)", saved, va, pol.Why))
+			default:
+				saved = tsp
+				notes = append(notes, fmt.Sprintf("interrupted x18 %#x from thread_info.scs_sp (%s)", saved, pol.Why))
 			}
-			if n, ok := k.ptRegsX18(fs, saved); ok {
-				notes = append(notes, n)
+			if err := k.checkPtRegsX18(fs, tbase, saved); err != nil {
+				return out, notes, err
 			}
 			ts, err := k.copySCS(tbase, saved, fp.Task)
 			return append(out, ts...), notes, err
@@ -154,28 +325,48 @@ func (k *Kernel) SCSCopyCPU(cpu int, fs []Frame) (out []Frame, notes []string, e
 	return ts, notes, err
 }
 
-// ptRegsX18 compares regs[18] of the pt_regs at the walk's exception
-// boundary with the saved x18 the copy used: kernel_entry saves x18 there
-// before the C entry handlers push onto the interrupted shadow stack.
-func (k *Kernel) ptRegsX18(fs []Frame, saved uint64) (string, bool) {
+// checkPtRegsX18 checks regs[18] of the pt_regs at the walk's exception
+// boundary against the saved x18 the copy uses: kernel_entry saves x18
+// there before the C entry handlers push onto the interrupted shadow
+// stack, so it must be at or below the saved x18, on the same shadow
+// stack [base, base+SCS_SIZE). Anything else means the saved x18 is not
+// the interrupted one (a wrong policy, a stale or corrupt value): an
+// ErrCorrupt naming the field and its address.
+func (k *Kernel) checkPtRegsX18(fs []Frame, base, saved uint64) error {
 	for i := 1; i < len(fs); i++ {
 		if fs[i].Origin != OriginPtRegs || fs[i-1].FP < k.Regs.StackFrame {
 			continue
 		}
 		regs := fs[i-1].FP - k.Regs.StackFrame
-		x18, err := k.read64(regs + k.off["pt_regs.regs"] + 18*8)
+		at := regs + k.off["pt_regs.regs"] + 18*8
+		x18, err := k.read64(at)
 		if err != nil {
-			return "", false
+			return fmt.Errorf("%s: pt_regs.regs[18] at %#x: %w", k.V.Path, at, err)
 		}
-		d := (int64(saved) - int64(x18)) / 8
-		return fmt.Sprintf("pt_regs.regs[18] at the exception boundary %#x: %d entries below the saved x18 (pushed by the C entry handlers before call_on_irq_stack)", x18, d), true
+		if x18 < base || x18 > saved || saved > base+k.V.Info.PageSize {
+			return errs.Corruptf("pt_regs x18 above the saved x18", at,
+				"%s: pt_regs.regs[18] %#x at the exception boundary is not at or below the saved x18 %#x on the shadow stack [%#x, %#x)",
+				k.V.Path, x18, saved, base, base+k.V.Info.PageSize)
+		}
+		return nil
 	}
-	return "", false
+	return nil
 }
 
 // SCSCopyTask copies a blocked task's shadow call stack from
-// thread_info.scs_sp (cpu_switch_to's scs_save).
+// thread_info.scs_sp (cpu_switch_to's scs_save). A task current on a CPU
+// ([Kernel.RunningOn]) is copied from that CPU's x18 ([Kernel.SCSCopyCPU]
+// over the CPU's FP walk): its thread_info.scs_sp is stale.
 func (k *Kernel) SCSCopyTask(t Task) ([]Frame, error) {
+	if c := k.RunningOn(t.Addr); c >= 0 {
+		w, err := k.TaskWalk(t)
+		if err != nil {
+			return nil, err
+		}
+		fs, _, _ := w.Run()
+		out, _, err := k.SCSCopyCPU(c, fs)
+		return out, err
+	}
 	base, sp, err := k.threadSCS(t.Addr)
 	if err != nil {
 		return nil, err
@@ -237,7 +428,7 @@ func (k *Kernel) Compare(scsF, fpF []Frame, scsErr, fpErr error) *unwind.Compari
 					r.Note = "UNEXPLAINED: only FP, saved by " + callee + ", which should have pushed it on the SCS"
 				}
 			case OriginLR:
-				r.Note = "only FP: x30 of a CPU stopped at a function's first instruction: its prologue had not pushed it on the SCS yet"
+				r.Note = "only FP: x30 of a CPU stopped before its prologue linked the frame record, and the SCS copy lacks it"
 			case OriginRegsPC:
 				r.Note = "only FP: the stopped pc, which no prologue pushed"
 			case OriginTask:

@@ -80,9 +80,9 @@ type Origin uint8
 const (
 	// OriginRegsPC is a pc register: the dumped pc of a CPU.
 	OriginRegsPC Origin = iota + 1
-	// OriginLR is x30 of a CPU stopped at a function's first
-	// instruction: the prologue has not yet pushed the frame record, so
-	// the caller's return address is only in x30.
+	// OriginLR is x30 of a CPU stopped before the function's prologue
+	// linked its frame record ([Kernel.PrologueAt]): the caller's return
+	// address is only in x30 (and on the SCS if the push ran).
 	OriginLR
 	// OriginTask is a blocked task's cpu_context.pc (thread_saved_pc).
 	OriginTask
@@ -147,12 +147,16 @@ type Walk struct {
 	// task's saved fp and pc) or [OriginRegsPC] (a CPU's registers).
 	Start Origin
 	// LR, when non-zero, is reported as the second frame (OriginLR): the
-	// CPU was stopped at the first instruction of the function at PC.
+	// CPU was stopped before the function at PC linked its frame record.
 	LR uint64
 	// Layout strips the PACs of return addresses.
 	Layout ptrauth.Layout
 	// Max bounds the frames (0: 512).
 	Max int
+	// Notes say what decided the walk's start (set by [Kernel.CPUWalk]
+	// and [Kernel.TaskWalk]): which task, whether x30 is reported and
+	// which instructions of the stopped function decided it.
+	Notes []string
 
 	// read is what Run read from Mem, kept for later Runs.
 	read *stackBytes
