@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"compress/gzip"
 	"fmt"
 	"io"
@@ -10,35 +9,6 @@ import (
 
 	"github.com/unwindkit/unwindkit/unwind/core"
 )
-
-// maxFile bounds a gzip-compressed input once decompressed.
-const maxFile = 1 << 30
-
-// readFile reads path, decompressing it if its name ends in .gz (the
-// committed cores and executables are compressed).
-func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var r io.Reader = f
-	if strings.HasSuffix(path, ".gz") {
-		zr, err := gzip.NewReader(f)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		r = zr
-	}
-	b, err := io.ReadAll(io.LimitReader(r, maxFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(b) > maxFile {
-		return nil, fmt.Errorf("%s: larger than %d bytes decompressed", path, maxFile)
-	}
-	return b, nil
-}
 
 // isELF reports whether the file at path (gzip-compressed if it ends in
 // .gz) starts with the ELF magic.
@@ -67,19 +37,20 @@ func dumpCore(w io.Writer, path string, objs []string) error {
 	if len(objs) == 0 {
 		return fmt.Errorf("%s: a core file needs its executable: unwinddump CORE EXE [LIB...]", path)
 	}
-	b, err := readFile(path)
+	src, err := openInput(path, coreRatio)
 	if err != nil {
 		return err
 	}
+	defer src.close()
 	var files []core.ObjectFile
 	for _, o := range objs {
-		d, err := readFile(o)
+		d, err := readObject(o)
 		if err != nil {
 			return err
 		}
 		files = append(files, core.ObjectFile{Path: strings.TrimSuffix(o, ".gz"), Data: d})
 	}
-	c, err := core.Load(path, bytes.NewReader(b), int64(len(b)), files...)
+	c, err := core.Load(path, src, src.size, files...)
 	if err != nil {
 		return err
 	}

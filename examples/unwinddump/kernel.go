@@ -37,6 +37,10 @@ func dumpKernel(w io.Writer, dir string) error {
 		for _, n := range k.Notes {
 			fmt.Fprintf(w, "   %s\n", n)
 		}
+		if s.StoppedCPU < 0 || s.StoppedCPU >= len(k.V.CPUs) {
+			return fmt.Errorf("%s: expected.json: stop %d (%s): stopped_cpu %d is not among the dump's %d CPU(s)",
+				dir, i, s.Name, s.StoppedCPU, len(k.V.CPUs))
+		}
 		rep := k.Unwind(s.Name == "t")
 		c := rep.CPUs[s.StoppedCPU]
 		if c.Walk != nil {

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -46,5 +50,49 @@ func TestDumpKernel(t *testing.T) {
 func TestIsKernelCapture(t *testing.T) {
 	if !isKernelCapture("../../testdata/kernel/deb-6.1") || isKernelCapture("../../testdata/kernel") || isKernelCapture("main.go") {
 		t.Error("isKernelCapture")
+	}
+}
+
+// A capture whose stop names a CPU the dump does not have is an error
+// naming the stop and the field (the old code indexed the report with it
+// and panicked).
+func TestDumpKernelStoppedCPUOutside(t *testing.T) {
+	src := "../../testdata/kernel/deb-6.12"
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := os.ReadFile(filepath.Join(src, "expected.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cpu := range []string{"2", "-1"} {
+		dir := t.TempDir()
+		for _, e := range ents {
+			if e.Name() != "expected.json" {
+				abs, _ := filepath.Abs(filepath.Join(src, e.Name()))
+				if err := os.Symlink(abs, filepath.Join(dir, e.Name())); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		b := bytes.Replace(exp, []byte(`"stopped_cpu": 1`), []byte(`"stopped_cpu": `+cpu), 1)
+		if bytes.Equal(b, exp) {
+			t.Fatal("no stopped_cpu in expected.json")
+		}
+		if err := os.WriteFile(filepath.Join(dir, "expected.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := func() (err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("stopped_cpu %s: panic: %v", cpu, r)
+				}
+			}()
+			return dumpKernel(io.Discard, dir)
+		}()
+		if err == nil || !strings.Contains(err.Error(), "stop 0 (l-syscall): stopped_cpu "+cpu+" is not among the dump's 2 CPU(s)") {
+			t.Errorf("stopped_cpu %s: %v", cpu, err)
+		}
 	}
 }

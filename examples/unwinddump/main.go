@@ -17,6 +17,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -27,26 +28,32 @@ import (
 	"github.com/unwindkit/unwindkit/unwind/snapshot"
 )
 
+const usage = "usage: unwinddump SNAPSHOT.json | unwinddump CORE EXE [LIB...] | unwinddump VMCORE | unwinddump KERNEL-CAPTURE-DIR"
+
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: unwinddump SNAPSHOT.json | unwinddump CORE EXE [LIB...] | unwinddump VMCORE | unwinddump KERNEL-CAPTURE-DIR")
+		fmt.Fprintln(os.Stderr, usage)
 		os.Exit(2)
 	}
-	var err error
-	switch {
-	case isKernelCapture(os.Args[1]):
-		err = dumpKernel(os.Stdout, os.Args[1])
-	case isELF(os.Args[1]) && len(os.Args) == 2:
-		err = dumpVmcore(os.Stdout, os.Args[1])
-	case isELF(os.Args[1]):
-		err = dumpCore(os.Stdout, os.Args[1], os.Args[2:])
-	default:
-		err = dump(os.Stdout, os.Args[1])
-	}
-	if err != nil {
+	if err := run(os.Stdout, os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "unwinddump:", err)
 		os.Exit(1)
 	}
+}
+
+// run dumps what args name (the command's arguments) to w.
+func run(w io.Writer, args []string) error {
+	switch {
+	case len(args) == 0:
+		return errors.New(usage)
+	case isKernelCapture(args[0]):
+		return dumpKernel(w, args[0])
+	case isELF(args[0]) && len(args) == 1:
+		return dumpVmcore(w, args[0])
+	case isELF(args[0]):
+		return dumpCore(w, args[0], args[1:])
+	}
+	return dump(w, args[0])
 }
 
 func dump(w io.Writer, path string) error {

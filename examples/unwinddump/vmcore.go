@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"sort"
@@ -14,11 +13,12 @@ import (
 // offsets with their sources, and each CPU's registers symbolized.
 // Unwinding kernel stacks is not done here yet.
 func dumpVmcore(w io.Writer, path string) error {
-	b, err := readFile(path)
+	src, err := openInput(path, coreRatio)
 	if err != nil {
 		return err
 	}
-	v, err := vmcore.Load(path, bytes.NewReader(b), int64(len(b)))
+	defer src.close()
+	v, err := vmcore.Load(path, src, src.size)
 	if err != nil {
 		return err
 	}

@@ -170,13 +170,24 @@ type Capture struct {
 	btfBuild string
 }
 
-// maxVmcore bounds a decompressed vmcore read into memory.
-const maxVmcore = 256 << 20
+// A vmcore is decompressed into memory up to maxVmcore, and up to
+// vmcoreBudget plus vmcoreRatio bytes per compressed byte: deflate expands
+// up to 1,032 times, and the shipped trimmed vmcores expand at most 12
+// times. The bound is checked while inflating, before the buffer (of the
+// exact size) is allocated.
+const (
+	maxVmcore    = 256 << 20
+	vmcoreBudget = 64 << 20
+	vmcoreRatio  = 32
+)
+
+// maxSyms bounds a decompressed symbol list.
+const maxSyms = 64 << 20
 
 // OpenCapture reads dir's expected.json and symbols (syms.txt.gz, or
 // kallsyms.txt.gz when there is none).
 func OpenCapture(dir string) (*Capture, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "expected.json"))
+	b, err := readLimited(filepath.Join(dir, "expected.json"), maxExpected)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +200,7 @@ func OpenCapture(dir string) (*Capture, error) {
 	if _, err := os.Stat(sp); err != nil {
 		sp = filepath.Join(dir, "kallsyms.txt.gz")
 	}
-	sb, err := readGzip(sp, 64<<20)
+	sb, err := readGzip(sp, maxSyms, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +209,7 @@ func OpenCapture(dir string) (*Capture, error) {
 	}
 	dp := filepath.Join(dir, "datasyms.txt.gz")
 	if _, err := os.Stat(dp); err == nil {
-		db, err := readGzip(dp, 64<<20)
+		db, err := readGzip(dp, maxSyms, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -246,7 +257,7 @@ func MergeDataSyms(syms, extra []vmcore.KSym) []vmcore.KSym {
 // Vmcore opens the trimmed vmcore of stop (STOP.vmcore.gz) in memory.
 func (c *Capture) Vmcore(stop string) (*vmcore.Vmcore, error) {
 	p := filepath.Join(c.Dir, stop+".vmcore.gz")
-	b, err := readGzip(p, maxVmcore)
+	b, err := readGzip(p, maxVmcore, vmcoreRatio)
 	if err != nil {
 		return nil, err
 	}
@@ -263,6 +274,9 @@ func (c *Capture) Kernel(s *Stop) (*Kernel, error) {
 		return nil, err
 	}
 	opts := Options{Current: s.SPEL0()}
+	if len(c.Expected.Stops) == 0 {
+		return nil, fmt.Errorf("%s: expected.json: no stops (the first stop's vmcore holds the BTF)", c.Dir)
+	}
 	if first := &c.Expected.Stops[0]; first.Name != s.Name {
 		if c.btf == nil {
 			k0, err := c.Kernel(first)
@@ -279,22 +293,65 @@ func (c *Capture) Kernel(s *Stop) (*Kernel, error) {
 	return New(v, c.Syms, opts)
 }
 
-func readGzip(path string, limit int64) ([]byte, error) {
+// readLimited reads the file at path, failing before reading more than
+// limit bytes.
+func readLimited(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	b, err := io.ReadAll(io.LimitReader(zr, limit+1))
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: more than %d bytes", path, limit)
+	}
+	return b, nil
+}
+
+// readGzip decompresses the gzip file at path into memory: at most limit
+// bytes and, with a ratio, at most vmcoreBudget + ratio × the compressed
+// size. It inflates twice, first to count (the bound is checked while
+// inflating), then into a buffer of the exact size, so that a gzip bomb
+// costs the bound's time and no memory but the inflater's.
+func readGzip(path string, limit, ratio int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if ratio > 0 {
+		st, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		limit = min(limit, vmcoreBudget+ratio*st.Size())
+	}
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	n, err := io.Copy(io.Discard, io.LimitReader(zr, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: offset %d decompressed: %w", path, n, err)
+	}
+	if n > limit {
 		return nil, fmt.Errorf("%s: more than %d bytes decompressed", path, limit)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := zr.Reset(f); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(zr, b); err != nil {
+		return nil, fmt.Errorf("%s: changed while read: %w", path, err)
+	}
+	if m, _ := io.Copy(io.Discard, io.LimitReader(zr, 1)); m != 0 {
+		return nil, fmt.Errorf("%s: changed while read: longer than %d bytes decompressed", path, n)
 	}
 	return b, nil
 }

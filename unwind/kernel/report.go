@@ -9,7 +9,9 @@ import (
 
 // Result is one walk's outcome.
 type Result struct {
-	// Walk is the walk's input (nil when it could not be set up).
+	// Walk is the walk's input (nil when it could not be set up). It
+	// does not keep the stacks' bytes it read (a report of every task
+	// would hold THREAD_SIZE per task): a later Run reads them again.
 	Walk *Walk
 	// Frames, End and Err are what Walk.Run returned.
 	Frames []Frame
@@ -69,6 +71,7 @@ func run(w *Walk, err error) Result {
 		return Result{Err: err}
 	}
 	fs, end, err := w.Run()
+	w.release()
 	r := Result{Walk: w, Frames: fs, End: end, Err: err}
 	if end == EndFinal && w.TaskPtRegs != 0 {
 		var b [16]byte

@@ -226,6 +226,10 @@ func (w *Walk) load() (*stackBytes, error) {
 	return r, nil
 }
 
+// release drops the stacks' bytes an earlier Run read: the next Run
+// reads them again.
+func (w *Walk) release() { w.read = nil }
+
 // unread returns the read error of a hole among the n bytes at a, or nil.
 func (r *stackBytes) unread(a, n uint64) error {
 	for _, h := range r.holes {
