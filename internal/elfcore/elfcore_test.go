@@ -95,3 +95,33 @@ func fixNoteSize(b []byte, n uint64) {
 		b[off+i] = byte(v >> (8 * i))
 	}
 }
+
+// TestTrimEmptyNote: a core whose PT_NOTE is empty loads, and so does
+// every trimmed copy, though the empty segment then sits at the very end
+// of the file (a read of 0 bytes there is io.EOF for a bytes.Reader: the
+// FuzzLoad targets found it).
+func TestTrimEmptyNote(t *testing.T) {
+	bd := &Builder{Loads: []BLoad{{VAddr: 0x1000, PAddr: 0x9000, Data: bytes.Repeat([]byte{7}, 0x100)}}}
+	b := bd.Bytes()
+	for _, keep := range [][]Range{nil, {{0x1000, 0x1100}}, {{0x1000, 0x1010}}} {
+		f, err := Parse("t", bytes.NewReader(b), int64(len(b)), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := WriteTrimmed(&out, f, keep); err != nil {
+			t.Fatal(err)
+		}
+		g, err := Parse("t2", bytes.NewReader(out.Bytes()), int64(out.Len()), false)
+		if err != nil {
+			t.Fatalf("keep %v: the trimmed copy does not load: %v", keep, err)
+		}
+		if len(g.Notes) != 0 {
+			t.Errorf("keep %v: notes %+v", keep, g.Notes)
+		}
+		var w [1]byte
+		if err := g.ReadAt(w[:], 0x1000); (err == nil) != (keep != nil) || (err == nil && w[0] != 7) {
+			t.Errorf("keep %v: byte %v, %v", keep, w, err)
+		}
+	}
+}
