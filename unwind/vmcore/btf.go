@@ -1,6 +1,7 @@
 package vmcore
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"strings"
@@ -133,17 +134,18 @@ func ParseBTF(b []byte) (*BTF, error) {
 	return t, nil
 }
 
-func (t *BTF) str(off uint32) string {
+func (t *BTF) str(off uint32) string { return string(t.strBytes(off)) }
+
+// strBytes returns the string at off, without copying it.
+func (t *BTF) strBytes(off uint32) []byte {
 	if uint64(off) >= uint64(len(t.strs)) {
-		return ""
+		return nil
 	}
 	s := t.strs[off:]
-	for i, c := range s {
-		if c == 0 {
-			return string(s[:i])
-		}
+	if i := bytes.IndexByte(s, 0); i >= 0 {
+		return s[:i]
 	}
-	return string(s)
+	return s
 }
 
 func (t *BTF) typ(id uint32) *btfType {
@@ -203,7 +205,7 @@ func (t *BTF) Offset(path string) (uint64, error) {
 		if ty == nil || (ty.kind != btfStruct && ty.kind != btfUnion) {
 			return 0, fmt.Errorf("vmcore: BTF: %s: %s is not in a struct", path, p)
 		}
-		bits, mt, bitfield, ok := t.member(ty, p, 0)
+		bits, mt, bitfield, ok := t.member(ty, p, 0, map[*btfType]int{})
 		if !ok {
 			return 0, fmt.Errorf("vmcore: BTF: %s: no member %s", path, p)
 		}
@@ -216,19 +218,26 @@ func (t *BTF) Offset(path string) (uint64, error) {
 	return off, nil
 }
 
-// member finds name in ty, descending into anonymous members.
-func (t *BTF) member(ty *btfType, name string, depth int) (bitOff uint64, typ uint32, bitfield, ok bool) {
-	if depth > 8 {
+// member finds name in ty, descending into anonymous members (at most 8
+// deep). A struct or union is searched again in one lookup only from a
+// shallower depth than before (seen holds the shallowest depth + 1): a
+// type reached again holds no name it did not hold the first time, and
+// one reached inside itself is a loop no compiler writes (a struct cannot
+// contain itself), so a lookup costs at most 9 passes over the members of
+// the types it reaches, whatever the anonymous members point at.
+func (t *BTF) member(ty *btfType, name string, depth int, seen map[*btfType]int) (bitOff uint64, typ uint32, bitfield, ok bool) {
+	if d := seen[ty]; depth > 8 || d != 0 && d <= depth+1 {
 		return 0, 0, false, false
 	}
+	seen[ty] = depth + 1
 	for _, m := range ty.members {
-		mn := t.str(m.name)
-		if mn == name {
+		mn := t.strBytes(m.name)
+		if string(mn) == name {
 			return uint64(m.bitOff), m.typ, m.bitSize != 0, true
 		}
-		if mn == "" {
+		if len(mn) == 0 {
 			if in := t.resolve(m.typ); in != nil && (in.kind == btfStruct || in.kind == btfUnion) {
-				if b, ty2, bf, ok := t.member(in, name, depth+1); ok {
+				if b, ty2, bf, ok := t.member(in, name, depth+1, seen); ok {
 					return uint64(m.bitOff) + b, ty2, bf, true
 				}
 			}
