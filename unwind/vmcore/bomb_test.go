@@ -1,6 +1,8 @@
 package vmcore
 
 import (
+	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -79,5 +81,108 @@ func TestBTFTypeLoop(t *testing.T) {
 	// A member beside the loop is still found.
 	if o, err := btf.Offset("task_struct.pid"); err != nil || o != 0 {
 		t.Errorf("task_struct.pid: %d, %v", o, err)
+	}
+}
+
+// sharedNameBTF is n structs (without members) all named by one string of
+// nameLen bytes.
+func sharedNameBTF(n, nameLen int) []byte {
+	b := &btfBuilder{strs: []byte{0}}
+	name := b.str(strings.Repeat("s", nameLen))
+	for range n {
+		b.typ("", btfStruct, false, 0, 8)
+		le.PutUint32(b.types[len(b.types)-12:], name)
+	}
+	return b.bytes()
+}
+
+// TestBTFLongNames: structs sharing one long name cost linear time (before:
+// each copied the name, 4 s for 256 KiB of BTF), and a name longer than
+// KSYM_NAME_LEN is malformed BTF naming the type and its offset.
+func TestBTFLongNames(t *testing.T) {
+	bomb := sharedNameBTF(1<<16, 256<<10) // 1 MiB: 65,536 structs named by one 256 KiB string
+	_, err := bounded(t, fmt.Sprintf("ParseBTF of %d bytes, 65,536 structs sharing a 256 KiB name", len(bomb)), func() pair[*BTF] {
+		return mk(ParseBTF(bomb))
+	}).get()
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "longer than 511 bytes (KSYM_NAME_LEN") {
+		t.Errorf("name of 256 KiB: %v", err)
+	}
+	// Names of the largest legal length: accepted, and what parsing
+	// allocates is a small multiple of the input.
+	ok := sharedNameBTF(1<<16, 511)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	btf, err := ParseBTF(ok)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := after.TotalAlloc - before.TotalAlloc; a > 8*uint64(len(ok)) {
+		t.Errorf("ParseBTF of %d bytes allocated %d", len(ok), a)
+	}
+	if n, err := btf.Size(strings.Repeat("s", 511)); err == nil || n != 0 {
+		// Every struct is without members: none is complete.
+		t.Errorf("Size: %d, %v", n, err)
+	}
+}
+
+// pair carries a value and an error out of bounded.
+type pair[T any] struct {
+	v   T
+	err error
+}
+
+func mk[T any](v T, err error) pair[T] { return pair[T]{v, err} }
+func (p pair[T]) get() (T, error)      { return p.v, p.err }
+
+// kallsymsBomb returns a synthetic vmcore whose kallsyms tables hold 2^20
+// symbols named by one token of 1,024 bytes each: kallsyms_offsets (4 MiB)
+// and kallsyms_names (2 MiB, "\x01\x00" repeated) are virtual ranges whose
+// pages all alias one physical page, so the dump stays 6 MiB (8 KB
+// gzipped) while the names would expand to 1 GiB.
+func kallsymsBomb() []byte {
+	s := newSynth(synthOpts{pageShift: 12, vaBits: 48})
+	img := s.ram[imageOff:]
+	le.PutUint32(img[0x90000:], 1<<20)
+	tt := img[0x90400:]
+	clear(tt[:0x800])
+	for i := range 1024 {
+		tt[i] = 'a'
+	}
+	for i := 1; i < 256; i++ {
+		le.PutUint16(img[0x90100+2*i:], 1025) // the empty token after it
+	}
+	le.PutUint16(img[0x90100:], 0)
+	zero, names := uint64(0xa0000), uint64(0xa1000) // image pages
+	clear(img[zero : zero+0x1000])
+	for i := range 0x800 {
+		img[names+2*uint64(i)], img[names+2*uint64(i)+1] = 1, 0
+	}
+	offsVA, namesVA := s.kimage+0x2000_0000, s.kimage+0x2100_0000
+	for off := uint64(0); off < 4<<20; off += 0x1000 {
+		s.mapAt(offsVA+off, s.pa(imageOff+zero), 3, 0)
+	}
+	for off := uint64(0); off < 2<<20; off += 0x1000 {
+		s.mapAt(namesVA+off, s.pa(imageOff+names), 3, 0)
+	}
+	s.info = strings.Replace(s.info, fmt.Sprintf("SYMBOL(kallsyms_offsets)=%x", s.kva(0x91000)), fmt.Sprintf("SYMBOL(kallsyms_offsets)=%x", offsVA), 1)
+	s.info = strings.Replace(s.info, fmt.Sprintf("SYMBOL(kallsyms_names)=%x", s.kva(0x92000)), fmt.Sprintf("SYMBOL(kallsyms_names)=%x", namesVA), 1)
+	return s.bytes()
+}
+
+// TestKallsymsBomb: names that expand far beyond the bytes of
+// kallsyms_names read are rejected before they are built (before: 1.2 GB
+// allocated and 20 s for this dump).
+func TestKallsymsBomb(t *testing.T) {
+	v, err := loadBytes(kallsymsBomb())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = bounded(t, "Kallsyms of 2^20 symbols of a 1,024-byte token", func() error {
+		_, err := v.Kallsyms()
+		return err
+	})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "kallsyms_names") || !strings.Contains(err.Error(), "synth.vmcore") {
+		t.Errorf("kallsyms bomb: %v", err)
 	}
 }

@@ -1,7 +1,6 @@
 package vmcore
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"strings"
@@ -14,7 +13,7 @@ import (
 // find structure sizes and member offsets.
 type BTF struct {
 	types  []btfType // index = type id - 1
-	strs   []byte
+	strs   string    // one copy: names are substrings of it, not copies
 	byName map[string][]uint32 // struct/union name -> ids
 }
 
@@ -59,6 +58,11 @@ const (
 // maxBTF bounds the BTF read from a dump (vmlinux's is about 5 MiB).
 const maxBTF = 64 << 20
 
+// maxBTFName bounds a name: KSYM_NAME_LEN (include/linux/kallsyms.h since
+// 6.1), the bound the kernel's btf_name_valid_identifier applies, NUL
+// included.
+const maxBTFName = 512
+
 // btfErr is a malformed-BTF error at byte offset off of the BTF: a
 // *CorruptError (errors.Is(err, ErrCorrupt)).
 func btfErr(off int, format string, args ...any) error {
@@ -66,7 +70,10 @@ func btfErr(off int, format string, args ...any) error {
 }
 
 // ParseBTF parses raw BTF (the .BTF section, __start_BTF..__stop_BTF).
-// Malformed BTF gives an error wrapping ErrCorrupt with the byte offset.
+// Malformed BTF gives an error wrapping ErrCorrupt with the byte offset;
+// so does the name of a struct, a union or a member that is outside the
+// string section or longer than KSYM_NAME_LEN (512 bytes with its NUL).
+// It takes time linear in len(b) and keeps no reference to b.
 func ParseBTF(b []byte) (*BTF, error) {
 	le := binary.LittleEndian
 	if len(b) < 24 {
@@ -85,8 +92,22 @@ func ParseBTF(b []byte) (*BTF, error) {
 	if hdr < 24 || hdr > n || typOff+typLen > n-hdr || strOff+strLen > n-hdr {
 		return nil, btfErr(4, "sections (header %d, types %d+%d, strings %d+%d) exceed %d bytes", hdr, typOff, typLen, strOff, strLen, n)
 	}
-	t := &BTF{strs: b[hdr+strOff : hdr+strOff+strLen], byName: map[string][]uint32{}}
+	t := &BTF{strs: string(b[hdr+strOff : hdr+strOff+strLen]), byName: map[string][]uint32{}}
+	sbase := int(hdr + strOff)
+	// name checks the name at string offset off of type id (described by
+	// what), read from the type's bytes at byte offset at.
+	name := func(off uint32, id, at int, what string) (string, error) {
+		nm, ok := t.name(off)
+		if !ok {
+			if uint64(off) >= uint64(len(t.strs)) {
+				return "", btfErr(at, "type %d: %s name offset %d outside the %d bytes of strings", id, what, off, len(t.strs))
+			}
+			return "", btfErr(sbase+int(off), "type %d: %s name at string offset %d is unterminated or longer than %d bytes (KSYM_NAME_LEN %d with its NUL)", id, what, off, maxBTFName-1, maxBTFName)
+		}
+		return nm, nil
+	}
 	data := b[hdr+typOff : hdr+typOff+typLen]
+	t.types = make([]btfType, 0, len(data)/12) // a type takes at least 12 bytes
 	base := int(hdr + typOff)
 	for off := 0; off < len(data); {
 		if len(data)-off < 12 {
@@ -115,17 +136,25 @@ func ParseBTF(b []byte) (*BTF, error) {
 			return nil, btfErr(base+at, "type %d (kind %d) truncated", len(t.types)+1, ty.kind)
 		}
 		if ty.kind == btfStruct || ty.kind == btfUnion {
+			id := len(t.types) + 1
+			nm, err := name(ty.name, id, base+at, "struct")
+			if err != nil {
+				return nil, err
+			}
 			ty.members = make([]btfMember, ty.vlen)
 			for i := range ty.members {
 				m := data[off+12*i:]
 				ty.members[i] = btfMember{name: le.Uint32(m), typ: le.Uint32(m[4:]), bitOff: le.Uint32(m[8:])}
+				if _, err := name(ty.members[i].name, id, base+off+12*i, fmt.Sprintf("member %d", i)); err != nil {
+					return nil, err
+				}
 				if ty.kflag {
 					ty.members[i].bitSize = uint8(ty.members[i].bitOff >> 24)
 					ty.members[i].bitOff &= 0xffffff
 				}
 			}
-			if nm := t.str(ty.name); nm != "" {
-				t.byName[nm] = append(t.byName[nm], uint32(len(t.types)+1))
+			if nm != "" {
+				t.byName[nm] = append(t.byName[nm], uint32(id))
 			}
 		}
 		off += extra
@@ -134,18 +163,20 @@ func ParseBTF(b []byte) (*BTF, error) {
 	return t, nil
 }
 
-func (t *BTF) str(off uint32) string { return string(t.strBytes(off)) }
-
-// strBytes returns the string at off, without copying it.
-func (t *BTF) strBytes(off uint32) []byte {
+// name returns the name at string offset off (a substring of t.strs, not
+// a copy) and whether it is in the strings, NUL-terminated, within
+// maxBTFName bytes with its NUL. ParseBTF checked every name a lookup
+// reads.
+func (t *BTF) name(off uint32) (string, bool) {
 	if uint64(off) >= uint64(len(t.strs)) {
-		return nil
+		return "", false
 	}
 	s := t.strs[off:]
-	if i := bytes.IndexByte(s, 0); i >= 0 {
-		return s[:i]
+	i := strings.IndexByte(s[:min(len(s), maxBTFName)], 0)
+	if i < 0 {
+		return "", false
 	}
-	return s
+	return s[:i], true
 }
 
 func (t *BTF) typ(id uint32) *btfType {
@@ -231,8 +262,8 @@ func (t *BTF) member(ty *btfType, name string, depth int, seen map[*btfType]int)
 	}
 	seen[ty] = depth + 1
 	for _, m := range ty.members {
-		mn := t.strBytes(m.name)
-		if string(mn) == name {
+		mn, _ := t.name(m.name)
+		if mn == name {
 			return uint64(m.bitOff), m.typ, m.bitSize != 0, true
 		}
 		if len(mn) == 0 {
