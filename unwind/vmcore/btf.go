@@ -2,6 +2,7 @@ package vmcore
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -12,8 +13,8 @@ import (
 // (Documentation/bpf/btf.rst, include/uapi/linux/btf.h), enough of it to
 // find structure sizes and member offsets.
 type BTF struct {
-	types  []btfType // index = type id - 1
-	strs   string    // one copy: names are substrings of it, not copies
+	types  []btfType           // index = type id - 1
+	strs   string              // one copy: names are substrings of it, not copies
 	byName map[string][]uint32 // struct/union name -> ids
 }
 
@@ -298,15 +299,39 @@ func (v *Vmcore) BTF(syms []KSym) (*BTF, error) {
 	if !ok1 || !ok2 {
 		return nil, fmt.Errorf("%s: __start_BTF/__stop_BTF not among the symbols", v.Path)
 	}
+	if stop <= start {
+		return nil, fmt.Errorf("%s: %w: __stop_BTF %#x is not above __start_BTF %#x", v.Path, ErrCorrupt, stop, start)
+	}
+	return v.readBTF(start, stop-start, "__start_BTF")
+}
+
+// ReadBTF reads the size bytes of BTF at kernel virtual address at and
+// parses them. The size is checked before anything is allocated: at most
+// 64 MiB (vmlinux's BTF is about 5 MiB) and no more than the dump's file.
+// Errors name the dump and the address, and for malformed BTF the offset
+// in it and its virtual address; they wrap ErrCorrupt when the BTF or the
+// dump is malformed.
+func (v *Vmcore) ReadBTF(at, size uint64) (*BTF, error) { return v.readBTF(at, size, "BTF") }
+
+// readBTF is ReadBTF; what names at in errors ("__start_BTF").
+func (v *Vmcore) readBTF(at, size uint64, what string) (*BTF, error) {
 	switch {
-	case stop <= start || stop-start > maxBTF:
-		return nil, fmt.Errorf("%s: BTF [%#x, %#x) is empty or larger than %d bytes", v.Path, start, stop, maxBTF)
-	case int64(stop-start) > v.f.Size:
-		return nil, fmt.Errorf("%s: BTF [%#x, %#x) is larger than the dump (%d bytes): not in it", v.Path, start, stop, v.f.Size)
+	case size == 0 || size > maxBTF:
+		return nil, fmt.Errorf("%s: %w: BTF at %s %#x: %d bytes, want 1 to %d", v.Path, ErrCorrupt, what, at, size, maxBTF)
+	case size > uint64(v.f.Size):
+		return nil, fmt.Errorf("%s: %w: BTF at %s %#x: %d bytes, more than the dump's %d: not in it", v.Path, ErrCorrupt, what, at, size, v.f.Size)
 	}
-	b := make([]byte, stop-start)
-	if err := v.ReadVirt(b, start); err != nil {
-		return nil, fmt.Errorf("%s: reading BTF: %w", v.Path, err)
+	b := make([]byte, size)
+	if err := v.ReadVirt(b, at); err != nil {
+		return nil, fmt.Errorf("reading BTF at %s %#x (%d bytes): %w", what, at, size, err)
 	}
-	return ParseBTF(b)
+	t, err := ParseBTF(b)
+	if err != nil {
+		var ce *errs.CorruptError
+		if errors.As(err, &ce) {
+			return nil, fmt.Errorf("%s: BTF at %s %#x (%d bytes), its byte %#x at %#x: %w", v.Path, what, at, size, ce.Addr, at+ce.Addr, err)
+		}
+		return nil, fmt.Errorf("%s: BTF at %s %#x (%d bytes): %w", v.Path, what, at, size, err)
+	}
+	return t, nil
 }
