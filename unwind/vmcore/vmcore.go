@@ -220,6 +220,7 @@ func (v *Vmcore) parseInfo(n *elfcore.Note) error {
 	f := v.f
 	in := &v.Info
 	in.Raw = map[string]string{}
+	at := map[string]int64{} // file offset of each key's line
 	off := n.DescOff
 	for _, line := range strings.Split(string(n.Desc), "\n") {
 		lineOff := off
@@ -233,9 +234,17 @@ func (v *Vmcore) parseInfo(n *elfcore.Note) error {
 			return f.Errf(n.Part(), lineOff, "VMCOREINFO line %q has no '='", line)
 		}
 		in.Raw[k] = val
+		at[k] = lineOff
+	}
+	// lineAt is the offset of key's line, or of the note's text without it.
+	lineAt := func(key string) int64 {
+		if o, ok := at[key]; ok {
+			return o
+		}
+		return n.DescOff
 	}
 	bad := func(key string) error {
-		return f.Errf(n.Part(), n.DescOff, "VMCOREINFO %s=%q is missing or malformed", key, in.Raw[key])
+		return f.Errf(n.Part(), lineAt(key), "VMCOREINFO %s=%q is missing or malformed", key, in.Raw[key])
 	}
 	in.OSRelease = in.Raw["OSRELEASE"]
 	fmt.Sscanf(in.OSRelease, "%d.%d", &in.Major, &in.Minor)
@@ -254,6 +263,13 @@ func (v *Vmcore) parseInfo(n *elfcore.Note) error {
 			return bad("NUMBER(TCR_EL1_T1SZ)")
 		}
 		in.VABitsActual = 64 - int(t1)
+		// The VA size in use is at most the configured one (a 52-bit
+		// kernel may run with 48, never the reverse): a smaller
+		// VA_BITS would put PAGE_OFFSET inside the VA space in use.
+		if in.VABitsActual > in.VABits {
+			return f.Errf(n.Part(), lineAt("NUMBER(VA_BITS)"), "VMCOREINFO NUMBER(VA_BITS)=%s is below the VA size in use, %d bits from NUMBER(TCR_EL1_T1SZ)=%s (at offset %#x)",
+				in.Raw["NUMBER(VA_BITS)"], in.VABitsActual, in.Raw["NUMBER(TCR_EL1_T1SZ)"], lineAt("NUMBER(TCR_EL1_T1SZ)"))
+		}
 	}
 	if in.KimageVoffset, ok = in.Number("kimage_voffset"); !ok {
 		return bad("NUMBER(kimage_voffset)")

@@ -155,6 +155,10 @@ func TestBadVmcores(t *testing.T) {
 			s.info = strings.Replace(s.info, "NUMBER(TCR_EL1_T1SZ)=0x10", "NUMBER(TCR_EL1_T1SZ)=0x40", 1)
 			return s.bytes()
 		}, "TCR_EL1_T1SZ"},
+		{"va_bits below t1sz", func(s *synth) []byte {
+			s.info = strings.Replace(s.info, "NUMBER(TCR_EL1_T1SZ)=0x10", "NUMBER(TCR_EL1_T1SZ)=0xc", 1)
+			return s.bytes()
+		}, "NUMBER(VA_BITS)=48 is below the VA size in use, 52 bits from NUMBER(TCR_EL1_T1SZ)=0xc"},
 		{"no swapper", func(s *synth) []byte {
 			s.info = strings.Replace(s.info, "SYMBOL(swapper_pg_dir)", "SYMBOL(x)", 1)
 			return s.bytes()
