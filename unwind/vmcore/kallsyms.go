@@ -66,7 +66,7 @@ func (v *Vmcore) kallsyms() (out []KSym, st kallsymsStats, err error) {
 	le := binary.LittleEndian
 	var b4 [4]byte
 	if err := v.ReadVirt(b4[:], addr["kallsyms_num_syms"]); err != nil {
-		return nil, st, fmt.Errorf("kallsyms_num_syms: %w", err)
+		return nil, st, readErr("kallsyms_num_syms", addr["kallsyms_num_syms"], err)
 	}
 	num := le.Uint32(b4[:])
 	if num == 0 || num > maxKallsyms || int64(num)*kallsymsSymBytes > v.f.Size {
@@ -75,11 +75,11 @@ func (v *Vmcore) kallsyms() (out []KSym, st kallsymsStats, err error) {
 	}
 	base, err := v.ReadVirt64(addr["kallsyms_relative_base"])
 	if err != nil {
-		return nil, st, fmt.Errorf("kallsyms_relative_base: %w", err)
+		return nil, st, readErr("kallsyms_relative_base", addr["kallsyms_relative_base"], err)
 	}
 	idx := make([]byte, 512)
 	if err := v.ReadVirt(idx, addr["kallsyms_token_index"]); err != nil {
-		return nil, st, fmt.Errorf("kallsyms_token_index: %w", err)
+		return nil, st, readErr("kallsyms_token_index", addr["kallsyms_token_index"], err)
 	}
 	var maxIdx uint16
 	for i := range 256 {
@@ -89,7 +89,7 @@ func (v *Vmcore) kallsyms() (out []KSym, st kallsymsStats, err error) {
 	// index; tokens are short, so read that plus a margin.
 	tt := make([]byte, int(maxIdx)+256)
 	if err := v.readVirtUpTo(tt, addr["kallsyms_token_table"]); err != nil {
-		return nil, st, fmt.Errorf("kallsyms_token_table: %w", err)
+		return nil, st, readErr("kallsyms_token_table", addr["kallsyms_token_table"], err)
 	}
 	var tokens [256]string
 	for i := range 256 {
@@ -99,13 +99,13 @@ func (v *Vmcore) kallsyms() (out []KSym, st kallsymsStats, err error) {
 			e++
 		}
 		if e == len(tt) {
-			return nil, st, fmt.Errorf("%s: %w: kallsyms token %d at %d is not NUL-terminated", v.Path, ErrCorrupt, i, o)
+			return nil, st, fmt.Errorf("%s: %w: kallsyms_token_table at %#x: token %d at offset %d is not NUL-terminated within %d bytes", v.Path, ErrCorrupt, addr["kallsyms_token_table"], i, o, len(tt))
 		}
 		tokens[i] = string(tt[o:e])
 	}
 	offs := make([]byte, 4*int(num))
 	if err := v.ReadVirt(offs, addr["kallsyms_offsets"]); err != nil {
-		return nil, st, fmt.Errorf("kallsyms_offsets: %w", err)
+		return nil, st, readErr("kallsyms_offsets", addr["kallsyms_offsets"], err)
 	}
 	names := &virtStream{v: v, va: addr["kallsyms_names"]}
 	out = make([]KSym, 0, min(int(num), 1<<16))
@@ -115,13 +115,13 @@ func (v *Vmcore) kallsyms() (out []KSym, st kallsymsStats, err error) {
 		at := names.va - uint64(len(names.buf)) // symbol i's entry
 		n, err := names.byte()
 		if err != nil {
-			return out, st, fmt.Errorf("kallsyms_names, symbol %d: %w", i, err)
+			return out, st, readErr(fmt.Sprintf("kallsyms_names, symbol %d", i), at, err)
 		}
 		ln := int(n)
 		if n&0x80 != 0 {
 			hi, err := names.byte()
 			if err != nil {
-				return out, st, fmt.Errorf("kallsyms_names, symbol %d: %w", i, err)
+				return out, st, readErr(fmt.Sprintf("kallsyms_names, symbol %d", i), at, err)
 			}
 			ln = int(n&0x7f) | int(hi)<<7
 		}
@@ -129,7 +129,7 @@ func (v *Vmcore) kallsyms() (out []KSym, st kallsymsStats, err error) {
 		for range ln {
 			t, err := names.byte()
 			if err != nil {
-				return out, st, fmt.Errorf("kallsyms_names, symbol %d: %w", i, err)
+				return out, st, readErr(fmt.Sprintf("kallsyms_names, symbol %d", i), at, err)
 			}
 			n := sb.Len() + len(tokens[t])
 			if n > maxKallsymsName {
@@ -144,12 +144,18 @@ func (v *Vmcore) kallsyms() (out []KSym, st kallsymsStats, err error) {
 		expanded += sb.Len()
 		s := sb.String()
 		if s == "" {
-			return out, st, fmt.Errorf("%s: %w: kallsyms symbol %d is empty", v.Path, ErrCorrupt, i)
+			return out, st, fmt.Errorf("%s: %w: kallsyms_names at %#x: symbol %d is empty", v.Path, ErrCorrupt, at, i)
 		}
 		out = append(out, KSym{Type: s[0], Name: s[1:], Addr: base + uint64(le.Uint32(offs[4*i:]))})
 	}
 	SortSizes(out)
 	return out, kallsymsStats{read: int(names.read), expanded: expanded}, nil
+}
+
+// readErr is the error of reading field at va: err names the dump (the
+// errors of ReadVirt do).
+func readErr(field string, va uint64, err error) error {
+	return fmt.Errorf("%s at %#x: %w", field, va, err)
 }
 
 // readVirtUpTo reads b at va, accepting a short read when the end runs
@@ -217,7 +223,7 @@ func ParseKallsyms(r io.Reader) ([]KSym, error) {
 		}
 		out = append(out, KSym{Name: f[2], Addr: a, Type: f[1][0]})
 		if len(out) > maxKallsyms {
-			return nil, fmt.Errorf("kallsyms: more than %d symbols", maxKallsyms)
+			return nil, fmt.Errorf("kallsyms line %d: more than %d symbols", ln, maxKallsyms)
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -122,9 +122,10 @@ type Vmcore struct {
 	// half) instruction pointers, from KERNELPACMASK and the VA sizes.
 	Layout ptrauth.Layout
 
-	f      *elfcore.File
-	closer io.Closer
-	tr     translator
+	f       *elfcore.File
+	infoOff int64 // file offset of VMCOREINFO's text
+	closer  io.Closer
+	tr      translator
 
 	recMu  sync.Mutex
 	rec    bool
@@ -199,6 +200,7 @@ func Load(name string, r io.ReaderAt, size int64) (*Vmcore, error) {
 			if len(n.Desc) > maxInfo {
 				return nil, f.Errf(n.Part(), n.DescOff, "VMCOREINFO of %d bytes (limit %d)", len(n.Desc), maxInfo)
 			}
+			v.infoOff = n.DescOff
 			if err := v.parseInfo(n); err != nil {
 				return nil, err
 			}
@@ -319,7 +321,7 @@ func (v *Vmcore) setup() error {
 	}
 	l, err := ptrauth.NewLayoutHalves(ptrauth.Half{VABits: 48, TBI: true}, upper, ptrauth.PAuth2)
 	if err != nil {
-		return v.f.Errf("VMCOREINFO", 0, "%v", err)
+		return v.f.Errf("VMCOREINFO", v.infoOff, "%v", err)
 	}
 	v.Layout = l
 	return v.tr.init(v)

@@ -239,3 +239,68 @@ func TestBadKallsyms(t *testing.T) {
 		t.Errorf("huge count: %v", err)
 	}
 }
+
+// TestReadErrorsSayWhere: every error of reading the dump's tables names
+// the dump, the field and its address; corruption still wraps ErrCorrupt.
+func TestReadErrorsSayWhere(t *testing.T) {
+	unmapped := func(s *synth) uint64 { return s.stackVA + stackSize }
+	sym := func(s *synth, name string, va uint64) {
+		old := fmt.Sprintf("SYMBOL(%s)=", name)
+		i := strings.Index(s.info, old)
+		j := i + strings.Index(s.info[i:], "\n")
+		s.info = s.info[:i] + fmt.Sprintf("%s%x", old, va) + s.info[j:]
+	}
+	for _, c := range []struct {
+		name    string
+		mod     func(s *synth) uint64 // returns the address the error names
+		want    string
+		corrupt bool
+	}{
+		{"num_syms", func(s *synth) uint64 { sym(s, "kallsyms_num_syms", unmapped(s)); return unmapped(s) }, "kallsyms_num_syms at", false},
+		{"offsets", func(s *synth) uint64 { sym(s, "kallsyms_offsets", unmapped(s)); return unmapped(s) }, "kallsyms_offsets at", false},
+		{"token_index", func(s *synth) uint64 { sym(s, "kallsyms_token_index", unmapped(s)); return unmapped(s) }, "kallsyms_token_index at", false},
+		{"names", func(s *synth) uint64 { sym(s, "kallsyms_names", unmapped(s)); return unmapped(s) }, "kallsyms_names, symbol 0 at", false},
+		{"token", func(s *synth) uint64 {
+			tt := s.ram[imageOff+0x90400:]
+			for i := range 0x1000 {
+				tt[i] = 'x'
+			}
+			return s.kva(0x90400)
+		}, "kallsyms_token_table at", true},
+		{"empty", func(s *synth) uint64 {
+			second := 1 + uint64(s.ram[imageOff+0x92000]) // after the first symbol
+			s.ram[imageOff+0x92000+second] = 0
+			return s.kva(0x92000 + second)
+		}, "kallsyms_names at", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSynth(synthOpts{pageShift: 12, vaBits: 48})
+			va := c.mod(s)
+			v, err := loadBytes(s.bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = v.Kallsyms()
+			where := fmt.Sprintf("%s %#x", c.want, va)
+			if err == nil || !strings.Contains(err.Error(), "synth.vmcore") || !strings.Contains(err.Error(), where) || errors.Is(err, ErrCorrupt) != c.corrupt {
+				t.Errorf("%v: want the dump, %q and ErrCorrupt %v", err, where, c.corrupt)
+			}
+		})
+	}
+	s := newSynth(synthOpts{pageShift: 12, vaBits: 48})
+	v, _ := loadBytes(s.bytes())
+	at := unmapped(s)
+	_, err := v.PerCPUOffsets([]KSym{{Name: "__per_cpu_offset", Addr: at}}, 1)
+	if err == nil || !strings.Contains(err.Error(), "synth.vmcore") || !strings.Contains(err.Error(), fmt.Sprintf("__per_cpu_offset[0] at %#x", at)) {
+		t.Errorf("per-CPU offsets: %v", err)
+	}
+	b := s.builder()
+	b.Notes = b.Notes[:2] // no VMCOREINFO
+	v, err = loadBytes(b.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Translate(at); err == nil || !strings.Contains(err.Error(), "synth.vmcore") || !strings.Contains(err.Error(), fmt.Sprintf("%#x", at)) {
+		t.Errorf("no VMCOREINFO: %v", err)
+	}
+}
