@@ -304,3 +304,47 @@ func TestReadErrorsSayWhere(t *testing.T) {
 		t.Errorf("no VMCOREINFO: %v", err)
 	}
 }
+
+// withEmptyNote returns the core b with one more program header last: an
+// empty PT_NOTE (at the start of the data, inside the file).
+func withEmptyNote(b []byte) []byte {
+	n := int(le.Uint16(b[56:]))
+	end := 64 + 56*n
+	out := append(bytes.Clone(b[:end]), make([]byte, 56)...)
+	out = append(out, b[end:]...)
+	le.PutUint16(out[56:], uint16(n+1))
+	for i := range n {
+		ph := out[64+56*i:]
+		le.PutUint64(ph[8:], le.Uint64(ph[8:])+56)
+	}
+	ph := out[end:]
+	le.PutUint32(ph, 4) // PT_NOTE
+	le.PutUint64(ph[8:], uint64(end+56))
+	return out
+}
+
+// TestTrimmedEmptyNote: a vmcore with an empty PT_NOTE loads, and so does
+// its trimmed copy, where that segment ends up at the very end of the file
+// (it did not load: EOF reading its 0 bytes).
+func TestTrimmedEmptyNote(t *testing.T) {
+	s := newSynth(synthOpts{pageShift: 12, vaBits: 48})
+	v, err := loadBytes(withEmptyNote(s.bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.RecordReads(true)
+	if w, err := v.ReadVirt64(s.stackVA + stackSize - 16); err != nil || w != 0x5ca1ab1e {
+		t.Fatalf("stack word %#x, %v", w, err)
+	}
+	var out bytes.Buffer
+	if err := v.WriteTrimmed(&out, v.PagesToRanges(v.PagesRead())); err != nil {
+		t.Fatal(err)
+	}
+	t2, err := loadBytes(out.Bytes())
+	if err != nil {
+		t.Fatalf("the trimmed copy does not load: %v", err)
+	}
+	if w, err := t2.ReadVirt64(s.stackVA + stackSize - 16); err != nil || w != 0x5ca1ab1e {
+		t.Errorf("trimmed stack word %#x, %v", w, err)
+	}
+}
