@@ -78,9 +78,51 @@ func TestBTFTypeLoop(t *testing.T) {
 	if o := offs["task_struct.stack"]; o.Source != "" {
 		t.Errorf("task_struct.stack %+v, want unknown", o)
 	}
-	// A member beside the loop is still found.
-	if o, err := btf.Offset("task_struct.pid"); err != nil || o != 0 {
-		t.Errorf("task_struct.pid: %d, %v", o, err)
+	// Even a member beside the loop: the struct is not one a compiler
+	// wrote, so nothing in it is trusted.
+	if _, err := btf.Offset("task_struct.pid"); err == nil || !strings.Contains(err.Error(), "contains itself") {
+		t.Errorf("task_struct.pid in a looping struct: %v", err)
+	}
+}
+
+// dagBTF is a chain of 8 structs each with 16 anonymous members of the
+// next (a DAG, no loop: 16^8 paths), the last holding "stack" after 16
+// members of its own, and task_struct embedding the first.
+func dagBTF() []byte {
+	b := &btfBuilder{strs: []byte{0}}
+	for i := range 8 { // types 1..8
+		var ms [][]uint32
+		for j := range 16 {
+			if i == 7 {
+				ms = append(ms, b.member(fmt.Sprintf("f%d", j), 10, uint32(64*j)))
+			} else {
+				ms = append(ms, b.member("", uint32(i+2), uint32(64*j)))
+			}
+		}
+		if i == 7 {
+			ms = append(ms, b.member("stack", 10, 64*16))
+		}
+		b.structType(fmt.Sprintf("s%d", i), 4096, false, ms...)
+	}
+	b.structType("task_struct", 4096, false, b.member("pid", 10, 0), b.member("", 1, 64)) // 9
+	b.typ("long", btfInt, false, 0, 8, 64)                                                // 10
+	return b.bytes()
+}
+
+// TestBTFEmbeddedDAG: a member found through types embedded many times
+// over (16^8 paths) is found at once, at the first path's offset.
+func TestBTFEmbeddedDAG(t *testing.T) {
+	btf, err := ParseBTF(dagBTF())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := bounded(t, "task_struct.stack through 16^8 paths", func() pair[uint64] { return mk(btf.Offset("task_struct.stack")) })
+	if o, err := got.get(); err != nil || o != 8+16*8 {
+		t.Errorf("task_struct.stack: %d, %v; want %d", o, err, 8+16*8)
+	}
+	got = bounded(t, "task_struct.nope through 16^8 paths", func() pair[uint64] { return mk(btf.Offset("task_struct.nope")) })
+	if _, err := got.get(); err == nil || !strings.Contains(err.Error(), "no member nope") {
+		t.Errorf("task_struct.nope: %v", err)
 	}
 }
 

@@ -25,6 +25,10 @@ type btfType struct {
 	vlen    uint16
 	sizeTyp uint32      // size, or the referenced type
 	members []btfMember // struct/union
+	// loops is set on a struct or union that contains itself, or a type
+	// that does, through anonymous members: no compiler writes that (a
+	// struct cannot contain itself), so no member is looked up in it.
+	loops bool
 }
 
 type btfMember struct {
@@ -161,7 +165,70 @@ func ParseBTF(b []byte) (*BTF, error) {
 		off += extra
 		t.types = append(t.types, ty)
 	}
+	t.markLoops()
 	return t, nil
+}
+
+// anonStruct returns the id of the struct or union that member m of a
+// struct embeds anonymously, or 0.
+func (t *BTF) anonStruct(m *btfMember) uint32 {
+	if nm, _ := t.name(m.name); nm != "" {
+		return 0
+	}
+	id := t.resolveID(m.typ)
+	if in := t.typ(id); in != nil && (in.kind == btfStruct || in.kind == btfUnion) {
+		return id
+	}
+	return 0
+}
+
+// markLoops sets loops on every struct or union that reaches a cycle of
+// anonymous members: one depth-first walk over those edges, without
+// recursion (a hostile chain may be millions of types long), in time
+// linear in the members (each edge resolved in at most 32 steps).
+func (t *BTF) markLoops() {
+	const (
+		unseen = iota
+		open   // on the walk's stack
+		done
+	)
+	state := make([]uint8, len(t.types))
+	type frame struct {
+		id uint32
+		i  int // next member
+	}
+	var stack []frame
+	for root := range t.types {
+		if state[root] != unseen || t.types[root].kind != btfStruct && t.types[root].kind != btfUnion {
+			continue
+		}
+		state[root] = open
+		stack = append(stack[:0], frame{id: uint32(root + 1)})
+		for len(stack) > 0 {
+			f := &stack[len(stack)-1]
+			ty := t.typ(f.id)
+			if f.i == len(ty.members) {
+				state[f.id-1] = done
+				stack = stack[:len(stack)-1]
+				if n := len(stack); n > 0 && ty.loops {
+					t.typ(stack[n-1].id).loops = true
+				}
+				continue
+			}
+			in := t.anonStruct(&ty.members[f.i])
+			f.i++
+			switch {
+			case in == 0:
+			case state[in-1] == open: // on the stack: a cycle
+				ty.loops = true
+			case state[in-1] == done:
+				ty.loops = ty.loops || t.typ(in).loops
+			default:
+				state[in-1] = open
+				stack = append(stack, frame{id: in})
+			}
+		}
+	}
 }
 
 // name returns the name at string offset off (a substring of t.strs, not
@@ -188,20 +255,23 @@ func (t *BTF) typ(id uint32) *btfType {
 }
 
 // resolve follows typedefs and qualifiers (at most 32 steps).
-func (t *BTF) resolve(id uint32) *btfType {
+func (t *BTF) resolve(id uint32) *btfType { return t.typ(t.resolveID(id)) }
+
+// resolveID is resolve's type id, 0 for none.
+func (t *BTF) resolveID(id uint32) uint32 {
 	for range 32 {
 		ty := t.typ(id)
 		if ty == nil {
-			return nil
+			return 0
 		}
 		switch ty.kind {
 		case btfTypedef, btfVolatile, btfConst, btfRestrict, btfTypeTag:
 			id = ty.sizeTyp
 			continue
 		}
-		return ty
+		return id
 	}
-	return nil
+	return 0
 }
 
 // structByName returns the complete struct or union called name.
@@ -237,6 +307,9 @@ func (t *BTF) Offset(path string) (uint64, error) {
 		if ty == nil || (ty.kind != btfStruct && ty.kind != btfUnion) {
 			return 0, fmt.Errorf("vmcore: BTF: %s: %s is not in a struct", path, p)
 		}
+		if ty.loops {
+			return 0, fmt.Errorf("vmcore: BTF: %s: no member %s: the struct contains itself through anonymous members", path, p)
+		}
 		bits, mt, bitfield, ok := t.member(ty, p, 0, map[*btfType]int{})
 		if !ok {
 			return 0, fmt.Errorf("vmcore: BTF: %s: no member %s", path, p)
@@ -251,27 +324,27 @@ func (t *BTF) Offset(path string) (uint64, error) {
 }
 
 // member finds name in ty, descending into anonymous members (at most 8
-// deep). A struct or union is searched again in one lookup only from a
-// shallower depth than before (seen holds the shallowest depth + 1): a
-// type reached again holds no name it did not hold the first time, and
-// one reached inside itself is a loop no compiler writes (a struct cannot
-// contain itself), so a lookup costs at most 9 passes over the members of
-// the types it reaches, whatever the anonymous members point at.
+// deep), the first in declaration order as the compiler finds it. ty does
+// not loop (Offset checked), so neither does any type it embeds, and the
+// embedded types form a DAG where a search of a type that failed at some
+// depth fails at every greater one: a type is searched again in one
+// lookup only from a shallower depth (seen holds the shallowest depth +
+// 1). A lookup thus costs at most 9 passes over the members of the types
+// it reaches, however often they are embedded, and answers what the
+// search of every path answers.
 func (t *BTF) member(ty *btfType, name string, depth int, seen map[*btfType]int) (bitOff uint64, typ uint32, bitfield, ok bool) {
 	if d := seen[ty]; depth > 8 || d != 0 && d <= depth+1 {
 		return 0, 0, false, false
 	}
 	seen[ty] = depth + 1
-	for _, m := range ty.members {
-		mn, _ := t.name(m.name)
-		if mn == name {
+	for i := range ty.members {
+		m := &ty.members[i]
+		if mn, _ := t.name(m.name); mn == name {
 			return uint64(m.bitOff), m.typ, m.bitSize != 0, true
 		}
-		if len(mn) == 0 {
-			if in := t.resolve(m.typ); in != nil && (in.kind == btfStruct || in.kind == btfUnion) {
-				if b, ty2, bf, ok := t.member(in, name, depth+1, seen); ok {
-					return uint64(m.bitOff) + b, ty2, bf, true
-				}
+		if in := t.anonStruct(m); in != 0 {
+			if b, ty2, bf, ok := t.member(t.typ(in), name, depth+1, seen); ok {
+				return uint64(m.bitOff) + b, ty2, bf, true
 			}
 		}
 	}

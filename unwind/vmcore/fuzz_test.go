@@ -92,9 +92,10 @@ func genBTF(in []byte) []byte {
 	return b.bytes()
 }
 
-// refMember is the lookup without cutting loops (what member did before
-// it searched each type once): every descent to depth 8. It defines the
-// answer; the inputs keep it cheap (3 members: 3^9 descents at most).
+// refMember is the lookup without pruning (what member did before it
+// searched each type once): every descent to depth 8. With refLoops it
+// defines the answer; the inputs keep both cheap (3 members: 3^9 descents
+// at most).
 func refMember(t *BTF, ty *btfType, name string, depth int) (uint64, uint32, bool, bool) {
 	if depth > 8 {
 		return 0, 0, false, false
@@ -115,8 +116,26 @@ func refMember(t *BTF, ty *btfType, name string, depth int) (uint64, uint32, boo
 	return 0, 0, false, false
 }
 
+// refLoops reports whether ty reaches a cycle of anonymous members: a
+// path of anonymous members longer than the number of types.
+func refLoops(t *BTF, ty *btfType, depth int) bool {
+	if depth > len(t.types) {
+		return true
+	}
+	for _, m := range ty.members {
+		if mn, _ := t.name(m.name); mn != "" {
+			continue
+		}
+		if in := t.resolve(m.typ); in != nil && (in.kind == btfStruct || in.kind == btfUnion) && refLoops(t, in, depth+1) {
+			return true
+		}
+	}
+	return false
+}
+
 // FuzzBTFLookup: lookups over generated, often self-referential BTF answer
-// what the exhaustive search answers, at the cost of one pass per type.
+// what the exhaustive search answers, and "no member" in a struct that
+// contains itself through anonymous members.
 func FuzzBTFLookup(f *testing.F) {
 	f.Add([]byte{0x30, 1, 0, 1, 0, 0, 1, 8, 3, 2, 0})             // task_struct{anon task_struct; anon task_struct; stack}
 	f.Add([]byte{0x20, 1, 0, 2, 0, 4, 9, 2, 2, 1, 0x11, 0, 3, 5}) // through a typedef and a union
@@ -136,7 +155,7 @@ func FuzzBTFLookup(f *testing.F) {
 			var want uint64
 			ok := ty != nil
 			for _, p := range parts[1:] {
-				if !ok || ty == nil || (ty.kind != btfStruct && ty.kind != btfUnion) {
+				if !ok || ty == nil || (ty.kind != btfStruct && ty.kind != btfUnion) || refLoops(btf, ty, 0) {
 					ok = false
 					break
 				}
