@@ -295,7 +295,9 @@ func (t *BTF) Size(name string) (uint64, error) {
 
 // Offset returns the byte offset of a member path such as
 // "task_struct.thread.cpu_context" (members of anonymous structs and
-// unions are found as the compiler finds them).
+// unions are found as the compiler finds them, at most 8 deep). A struct
+// that contains itself through anonymous members, which no compiler
+// writes, has no members: looking one up in it is an error.
 func (t *BTF) Offset(path string) (uint64, error) {
 	parts := strings.Split(path, ".")
 	ty := t.structByName(parts[0])
