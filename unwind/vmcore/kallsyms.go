@@ -136,8 +136,8 @@ func (v *Vmcore) kallsyms() (out []KSym, st kallsymsStats, err error) {
 				return out, st, fmt.Errorf("%s: %w: kallsyms_names at %#x: symbol %d expands beyond %d bytes", v.Path, ErrCorrupt, at, i, maxKallsymsName)
 			}
 			if read := int(names.read); expanded+n > min(maxKallsymsBytes, kallsymsRatio*read+kallsymsSlack) {
-				return out, st, fmt.Errorf("%s: %w: kallsyms_names at %#x: symbol %d: %d bytes of names expand to more than %d (%d times as many plus %d, at most %d)",
-					v.Path, ErrCorrupt, at, i, read, expanded+n-1, kallsymsRatio, kallsymsSlack, maxKallsymsBytes)
+				return out, st, fmt.Errorf("%s: %w: kallsyms_names at %#x: symbol %d: %d bytes of names read would expand to %d, more than %d times as many plus %d (at most %d)",
+					v.Path, ErrCorrupt, at, i, read, expanded+n, kallsymsRatio, kallsymsSlack, maxKallsymsBytes)
 			}
 			sb.WriteString(tokens[t])
 		}
