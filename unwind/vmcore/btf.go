@@ -99,11 +99,15 @@ func ParseBTF(b []byte) (*BTF, error) {
 	}
 	t := &BTF{strs: string(b[hdr+strOff : hdr+strOff+strLen]), byName: map[string][]uint32{}}
 	sbase := int(hdr + strOff)
-	// name checks the name at string offset off of type id (described by
-	// what), read from the type's bytes at byte offset at.
-	name := func(off uint32, id, at int, what string) (string, error) {
+	// name checks the name at string offset off of type id (of its
+	// member mi, or of the type for -1), read from the byte at offset at.
+	name := func(off uint32, id, at, mi int) (string, error) {
 		nm, ok := t.name(off)
 		if !ok {
+			what := "struct"
+			if mi >= 0 {
+				what = fmt.Sprintf("member %d", mi)
+			}
 			if uint64(off) >= uint64(len(t.strs)) {
 				return "", btfErr(at, "type %d: %s name offset %d outside the %d bytes of strings", id, what, off, len(t.strs))
 			}
@@ -142,7 +146,7 @@ func ParseBTF(b []byte) (*BTF, error) {
 		}
 		if ty.kind == btfStruct || ty.kind == btfUnion {
 			id := len(t.types) + 1
-			nm, err := name(ty.name, id, base+at, "struct")
+			nm, err := name(ty.name, id, base+at, -1)
 			if err != nil {
 				return nil, err
 			}
@@ -150,7 +154,7 @@ func ParseBTF(b []byte) (*BTF, error) {
 			for i := range ty.members {
 				m := data[off+12*i:]
 				ty.members[i] = btfMember{name: le.Uint32(m), typ: le.Uint32(m[4:]), bitOff: le.Uint32(m[8:])}
-				if _, err := name(ty.members[i].name, id, base+off+12*i, fmt.Sprintf("member %d", i)); err != nil {
+				if _, err := name(ty.members[i].name, id, base+off+12*i, i); err != nil {
 					return nil, err
 				}
 				if ty.kflag {
