@@ -149,6 +149,12 @@ func TestBTFLongNames(t *testing.T) {
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "longer than 511 bytes (KSYM_NAME_LEN") {
 		t.Errorf("name of 256 KiB: %v", err)
 	}
+	// A member's name outside the strings is malformed too.
+	b := &btfBuilder{strs: []byte{0}}
+	b.structType("task_struct", 8, false, []uint32{1 << 20, 0, 0})
+	if _, err := ParseBTF(b.bytes()); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "type 1: member 0 name offset 1048576 outside") {
+		t.Errorf("member name outside the strings: %v", err)
+	}
 	// Names of the largest legal length: accepted, and what parsing
 	// allocates is a small multiple of the input.
 	ok := sharedNameBTF(1<<16, 511)
