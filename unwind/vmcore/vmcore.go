@@ -67,7 +67,8 @@ type Info struct {
 	// PageSize is PAGESIZE in bytes.
 	PageSize uint64
 	// VABits is NUMBER(VA_BITS), the configured kernel VA size;
-	// VABitsActual is 64 - NUMBER(TCR_EL1_T1SZ) (VABits without it).
+	// VABitsActual is 64 - NUMBER(TCR_EL1_T1SZ) (VABits without it),
+	// never above VABits (Load rejects such a dump).
 	VABits, VABitsActual int
 	// KimageVoffset, PhysOffset, KernelOffset and KernelPACMask are
 	// NUMBER(kimage_voffset), NUMBER(PHYS_OFFSET), KERNELOFFSET and
