@@ -129,15 +129,19 @@ func TestTrimEmptyNote(t *testing.T) {
 
 // TestTrimManySegments: trimming costs about (segments + ranges) log
 // ranges, not their product: 65,000 PT_LOADs of one page not in the file
-// and 65,000 kept ranges, one in each (before: 4.2*10^9 range checks).
+// and 260,000 kept ranges, four in each (before: 1.7*10^10 range checks,
+// minutes). Under the race detector, whose slowdown is no measure of the
+// algorithm, the time is logged, not bounded.
 func TestTrimManySegments(t *testing.T) {
-	const n = 65000
+	const n, per = 65000, 4
 	bd := &Builder{}
 	var keep []Range
 	for i := range n {
 		a := uint64(i) << 13 // a page, then a hole
 		bd.Loads = append(bd.Loads, BLoad{VAddr: a, MemSz: 4096})
-		keep = append(keep, Range{a, a + 1})
+		for j := range uint64(per) {
+			keep = append(keep, Range{a + 16*j, a + 16*j + 1})
+		}
 	}
 	bd.Loads[n-1].Data = []byte{7}
 	b := bd.Bytes()
@@ -152,8 +156,9 @@ func TestTrimManySegments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if took > 2*time.Second {
-		t.Errorf("trimming %d segments to %d ranges took %v", n, n, took)
+	t.Logf("%d segments, %d ranges: %v", n, len(keep), took)
+	if took > 5*time.Second && !raceEnabled {
+		t.Errorf("trimming %d segments to %d ranges took %v", n, len(keep), took)
 	}
 	g, err := Parse("t2", bytes.NewReader(out.Bytes()), int64(out.Len()), false)
 	if err != nil {
@@ -163,5 +168,4 @@ func TestTrimManySegments(t *testing.T) {
 	if err := g.ReadAt(w[:], uint64(n-1)<<13); err != nil || w[0] != 7 {
 		t.Errorf("the kept byte %v, %v", w, err)
 	}
-	t.Logf("%d segments, %d ranges: %v", n, n, took)
 }
