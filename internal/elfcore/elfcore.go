@@ -226,6 +226,12 @@ func (f *File) addr(p Prog) uint64 {
 func (f *File) Addr(p Prog) uint64 { return f.addr(p) }
 
 func (f *File) readNotes(p Prog) error {
+	if p.FileSz == 0 {
+		// Nothing to read: an empty segment may sit at the very end of
+		// the file (WriteTrimmed puts it there), where reading even 0
+		// bytes is io.EOF for some io.ReaderAt.
+		return nil
+	}
 	data := make([]byte, p.FileSz)
 	if _, err := f.R.ReadAt(data, int64(p.Off)); err != nil {
 		return f.errf(fmt.Sprintf("segment %d", p.Index), int64(p.Off), "read notes: %v", err)

@@ -73,9 +73,13 @@ func WriteTrimmed(w io.Writer, f *File, keep []Range) error {
 				out = append(out, piece{p: q, orig: p, from: cur, data: data})
 				cur = to
 			}
-			for _, r := range keep {
-				if r.End <= base || r.Start >= base+p.MemSz {
-					continue
+			// keep is sorted and disjoint: start at the first range
+			// ending after base, stop at the first starting at or
+			// after the segment's end.
+			first := sort.Search(len(keep), func(i int) bool { return keep[i].End > base })
+			for _, r := range keep[first:] {
+				if r.Start >= base+p.MemSz {
+					break
 				}
 				s := max(r.Start, base) - base
 				e := min(r.End-base, p.MemSz)
@@ -124,7 +128,7 @@ func WriteTrimmed(w io.Writer, f *File, keep []Range) error {
 	le.PutUint16(h[54:], phdrSize)
 	le.PutUint16(h[56:], uint16(len(out)))
 	le.PutUint16(h[58:], 64) // e_shentsize, as Linux writes it
-	hdr := append([]byte(nil), h[:]...)
+	hdr := append(make([]byte, 0, ehdrSize+phdrSize*len(out)), h[:]...)
 	for _, pc := range out {
 		var b [phdrSize]byte
 		p := pc.p

@@ -193,24 +193,9 @@ func (k *Kernel) loadBTF() error {
 		k.BTFAt, k.BTFSize = at, size
 		k.note("BTF found by its header at %#x (%d bytes): __start_BTF is not among the symbols", at, size)
 	}
-	if k.BTFSize > maxBTFScan {
-		return fmt.Errorf("BTF of %d bytes is too large", k.BTFSize)
-	}
-	// Read a page at a time: what is allocated never runs far ahead of
-	// what the dump really holds, whatever size a header claims.
-	ps := v.Info.PageSize
-	b := make([]byte, 0, min(k.BTFSize, 1<<20))
-	page := make([]byte, ps)
-	for off := uint64(0); off < k.BTFSize; {
-		va := k.BTFAt + off
-		n := min(ps-va%ps, k.BTFSize-off)
-		if err := v.ReadVirt(page[:n], va); err != nil {
-			return fmt.Errorf("reading BTF at %#x: %w", va, err)
-		}
-		b = append(b, page[:n]...)
-		off += n
-	}
-	t, err := vmcore.ParseBTF(b)
+	// ReadBTF bounds the size (64 MiB and the dump's size) before
+	// allocating, and names the dump and the address in its errors.
+	t, err := v.ReadBTF(k.BTFAt, k.BTFSize)
 	if err != nil {
 		return err
 	}

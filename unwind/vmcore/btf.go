@@ -2,6 +2,7 @@ package vmcore
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -12,8 +13,8 @@ import (
 // (Documentation/bpf/btf.rst, include/uapi/linux/btf.h), enough of it to
 // find structure sizes and member offsets.
 type BTF struct {
-	types  []btfType // index = type id - 1
-	strs   []byte
+	types  []btfType           // index = type id - 1
+	strs   string              // one copy: names are substrings of it, not copies
 	byName map[string][]uint32 // struct/union name -> ids
 }
 
@@ -24,6 +25,10 @@ type btfType struct {
 	vlen    uint16
 	sizeTyp uint32      // size, or the referenced type
 	members []btfMember // struct/union
+	// loops is set on a struct or union that contains itself, or a type
+	// that does, through anonymous members: no compiler writes that (a
+	// struct cannot contain itself), so no member is looked up in it.
+	loops bool
 }
 
 type btfMember struct {
@@ -58,6 +63,11 @@ const (
 // maxBTF bounds the BTF read from a dump (vmlinux's is about 5 MiB).
 const maxBTF = 64 << 20
 
+// maxBTFName bounds a name: KSYM_NAME_LEN (include/linux/kallsyms.h since
+// 6.1), the bound the kernel's btf_name_valid_identifier applies, NUL
+// included.
+const maxBTFName = 512
+
 // btfErr is a malformed-BTF error at byte offset off of the BTF: a
 // *CorruptError (errors.Is(err, ErrCorrupt)).
 func btfErr(off int, format string, args ...any) error {
@@ -65,7 +75,10 @@ func btfErr(off int, format string, args ...any) error {
 }
 
 // ParseBTF parses raw BTF (the .BTF section, __start_BTF..__stop_BTF).
-// Malformed BTF gives an error wrapping ErrCorrupt with the byte offset.
+// Malformed BTF gives an error wrapping ErrCorrupt with the byte offset;
+// so does the name of a struct, a union or a member that is outside the
+// string section or longer than KSYM_NAME_LEN (512 bytes with its NUL).
+// It takes time linear in len(b) and keeps no reference to b.
 func ParseBTF(b []byte) (*BTF, error) {
 	le := binary.LittleEndian
 	if len(b) < 24 {
@@ -84,8 +97,26 @@ func ParseBTF(b []byte) (*BTF, error) {
 	if hdr < 24 || hdr > n || typOff+typLen > n-hdr || strOff+strLen > n-hdr {
 		return nil, btfErr(4, "sections (header %d, types %d+%d, strings %d+%d) exceed %d bytes", hdr, typOff, typLen, strOff, strLen, n)
 	}
-	t := &BTF{strs: b[hdr+strOff : hdr+strOff+strLen], byName: map[string][]uint32{}}
+	t := &BTF{strs: string(b[hdr+strOff : hdr+strOff+strLen]), byName: map[string][]uint32{}}
+	sbase := int(hdr + strOff)
+	// name checks the name at string offset off of type id (of its
+	// member mi, or of the type for -1), read from the byte at offset at.
+	name := func(off uint32, id, at, mi int) (string, error) {
+		nm, ok := t.name(off)
+		if !ok {
+			what := "struct"
+			if mi >= 0 {
+				what = fmt.Sprintf("member %d", mi)
+			}
+			if uint64(off) >= uint64(len(t.strs)) {
+				return "", btfErr(at, "type %d: %s name offset %d outside the %d bytes of strings", id, what, off, len(t.strs))
+			}
+			return "", btfErr(sbase+int(off), "type %d: %s name at string offset %d is unterminated or longer than %d bytes (KSYM_NAME_LEN %d with its NUL)", id, what, off, maxBTFName-1, maxBTFName)
+		}
+		return nm, nil
+	}
 	data := b[hdr+typOff : hdr+typOff+typLen]
+	t.types = make([]btfType, 0, len(data)/12) // a type takes at least 12 bytes
 	base := int(hdr + typOff)
 	for off := 0; off < len(data); {
 		if len(data)-off < 12 {
@@ -114,36 +145,110 @@ func ParseBTF(b []byte) (*BTF, error) {
 			return nil, btfErr(base+at, "type %d (kind %d) truncated", len(t.types)+1, ty.kind)
 		}
 		if ty.kind == btfStruct || ty.kind == btfUnion {
+			id := len(t.types) + 1
+			nm, err := name(ty.name, id, base+at, -1)
+			if err != nil {
+				return nil, err
+			}
 			ty.members = make([]btfMember, ty.vlen)
 			for i := range ty.members {
 				m := data[off+12*i:]
 				ty.members[i] = btfMember{name: le.Uint32(m), typ: le.Uint32(m[4:]), bitOff: le.Uint32(m[8:])}
+				if _, err := name(ty.members[i].name, id, base+off+12*i, i); err != nil {
+					return nil, err
+				}
 				if ty.kflag {
 					ty.members[i].bitSize = uint8(ty.members[i].bitOff >> 24)
 					ty.members[i].bitOff &= 0xffffff
 				}
 			}
-			if nm := t.str(ty.name); nm != "" {
-				t.byName[nm] = append(t.byName[nm], uint32(len(t.types)+1))
+			if nm != "" {
+				t.byName[nm] = append(t.byName[nm], uint32(id))
 			}
 		}
 		off += extra
 		t.types = append(t.types, ty)
 	}
+	t.markLoops()
 	return t, nil
 }
 
-func (t *BTF) str(off uint32) string {
-	if uint64(off) >= uint64(len(t.strs)) {
-		return ""
+// anonStruct returns the id of the struct or union that member m of a
+// struct embeds anonymously, or 0.
+func (t *BTF) anonStruct(m *btfMember) uint32 {
+	if nm, _ := t.name(m.name); nm != "" {
+		return 0
 	}
-	s := t.strs[off:]
-	for i, c := range s {
-		if c == 0 {
-			return string(s[:i])
+	id := t.resolveID(m.typ)
+	if in := t.typ(id); in != nil && (in.kind == btfStruct || in.kind == btfUnion) {
+		return id
+	}
+	return 0
+}
+
+// markLoops sets loops on every struct or union that reaches a cycle of
+// anonymous members: one depth-first walk over those edges, without
+// recursion (a hostile chain may be millions of types long), in time
+// linear in the members (each edge resolved in at most 32 steps).
+func (t *BTF) markLoops() {
+	const (
+		unseen = iota
+		open   // on the walk's stack
+		done
+	)
+	state := make([]uint8, len(t.types))
+	type frame struct {
+		id uint32
+		i  int // next member
+	}
+	var stack []frame
+	for root := range t.types {
+		if state[root] != unseen || t.types[root].kind != btfStruct && t.types[root].kind != btfUnion {
+			continue
+		}
+		state[root] = open
+		stack = append(stack[:0], frame{id: uint32(root + 1)})
+		for len(stack) > 0 {
+			f := &stack[len(stack)-1]
+			ty := t.typ(f.id)
+			if f.i == len(ty.members) {
+				state[f.id-1] = done
+				stack = stack[:len(stack)-1]
+				if n := len(stack); n > 0 && ty.loops {
+					t.typ(stack[n-1].id).loops = true
+				}
+				continue
+			}
+			in := t.anonStruct(&ty.members[f.i])
+			f.i++
+			switch {
+			case in == 0:
+			case state[in-1] == open: // on the stack: a cycle
+				ty.loops = true
+			case state[in-1] == done:
+				ty.loops = ty.loops || t.typ(in).loops
+			default:
+				state[in-1] = open
+				stack = append(stack, frame{id: in})
+			}
 		}
 	}
-	return string(s)
+}
+
+// name returns the name at string offset off (a substring of t.strs, not
+// a copy) and whether it is in the strings, NUL-terminated, within
+// maxBTFName bytes with its NUL. ParseBTF checked every name a lookup
+// reads.
+func (t *BTF) name(off uint32) (string, bool) {
+	if uint64(off) >= uint64(len(t.strs)) {
+		return "", false
+	}
+	s := t.strs[off:]
+	i := strings.IndexByte(s[:min(len(s), maxBTFName)], 0)
+	if i < 0 {
+		return "", false
+	}
+	return s[:i], true
 }
 
 func (t *BTF) typ(id uint32) *btfType {
@@ -154,20 +259,23 @@ func (t *BTF) typ(id uint32) *btfType {
 }
 
 // resolve follows typedefs and qualifiers (at most 32 steps).
-func (t *BTF) resolve(id uint32) *btfType {
+func (t *BTF) resolve(id uint32) *btfType { return t.typ(t.resolveID(id)) }
+
+// resolveID is resolve's type id, 0 for none.
+func (t *BTF) resolveID(id uint32) uint32 {
 	for range 32 {
 		ty := t.typ(id)
 		if ty == nil {
-			return nil
+			return 0
 		}
 		switch ty.kind {
 		case btfTypedef, btfVolatile, btfConst, btfRestrict, btfTypeTag:
 			id = ty.sizeTyp
 			continue
 		}
-		return ty
+		return id
 	}
-	return nil
+	return 0
 }
 
 // structByName returns the complete struct or union called name.
@@ -191,7 +299,9 @@ func (t *BTF) Size(name string) (uint64, error) {
 
 // Offset returns the byte offset of a member path such as
 // "task_struct.thread.cpu_context" (members of anonymous structs and
-// unions are found as the compiler finds them).
+// unions are found as the compiler finds them, at most 8 deep). A struct
+// that contains itself through anonymous members, which no compiler
+// writes, has no members: looking one up in it is an error.
 func (t *BTF) Offset(path string) (uint64, error) {
 	parts := strings.Split(path, ".")
 	ty := t.structByName(parts[0])
@@ -203,7 +313,10 @@ func (t *BTF) Offset(path string) (uint64, error) {
 		if ty == nil || (ty.kind != btfStruct && ty.kind != btfUnion) {
 			return 0, fmt.Errorf("vmcore: BTF: %s: %s is not in a struct", path, p)
 		}
-		bits, mt, bitfield, ok := t.member(ty, p, 0)
+		if ty.loops {
+			return 0, fmt.Errorf("vmcore: BTF: %s: no member %s: the struct contains itself through anonymous members", path, p)
+		}
+		bits, mt, bitfield, ok := t.member(ty, p, 0, map[*btfType]int{})
 		if !ok {
 			return 0, fmt.Errorf("vmcore: BTF: %s: no member %s", path, p)
 		}
@@ -216,21 +329,28 @@ func (t *BTF) Offset(path string) (uint64, error) {
 	return off, nil
 }
 
-// member finds name in ty, descending into anonymous members.
-func (t *BTF) member(ty *btfType, name string, depth int) (bitOff uint64, typ uint32, bitfield, ok bool) {
-	if depth > 8 {
+// member finds name in ty, descending into anonymous members (at most 8
+// deep), the first in declaration order as the compiler finds it. ty does
+// not loop (Offset checked), so neither does any type it embeds, and the
+// embedded types form a DAG where a search of a type that failed at some
+// depth fails at every greater one: a type is searched again in one
+// lookup only from a shallower depth (seen holds the shallowest depth +
+// 1). A lookup thus costs at most 9 passes over the members of the types
+// it reaches, however often they are embedded, and answers what the
+// search of every path answers.
+func (t *BTF) member(ty *btfType, name string, depth int, seen map[*btfType]int) (bitOff uint64, typ uint32, bitfield, ok bool) {
+	if d := seen[ty]; depth > 8 || d != 0 && d <= depth+1 {
 		return 0, 0, false, false
 	}
-	for _, m := range ty.members {
-		mn := t.str(m.name)
-		if mn == name {
+	seen[ty] = depth + 1
+	for i := range ty.members {
+		m := &ty.members[i]
+		if mn, _ := t.name(m.name); mn == name {
 			return uint64(m.bitOff), m.typ, m.bitSize != 0, true
 		}
-		if mn == "" {
-			if in := t.resolve(m.typ); in != nil && (in.kind == btfStruct || in.kind == btfUnion) {
-				if b, ty2, bf, ok := t.member(in, name, depth+1); ok {
-					return uint64(m.bitOff) + b, ty2, bf, true
-				}
+		if in := t.anonStruct(m); in != 0 {
+			if b, ty2, bf, ok := t.member(t.typ(in), name, depth+1, seen); ok {
+				return uint64(m.bitOff) + b, ty2, bf, true
 			}
 		}
 	}
@@ -258,15 +378,39 @@ func (v *Vmcore) BTF(syms []KSym) (*BTF, error) {
 	if !ok1 || !ok2 {
 		return nil, fmt.Errorf("%s: __start_BTF/__stop_BTF not among the symbols", v.Path)
 	}
+	if stop <= start {
+		return nil, fmt.Errorf("%s: %w: __stop_BTF %#x is not above __start_BTF %#x", v.Path, ErrCorrupt, stop, start)
+	}
+	return v.readBTF(start, stop-start, "__start_BTF")
+}
+
+// ReadBTF reads the size bytes of BTF at kernel virtual address at and
+// parses them. The size is checked before anything is allocated: at most
+// 64 MiB (vmlinux's BTF is about 5 MiB) and no more than the dump's file.
+// Errors name the dump and the address, and for malformed BTF the offset
+// in it and its virtual address; they wrap ErrCorrupt when the BTF or the
+// dump is malformed.
+func (v *Vmcore) ReadBTF(at, size uint64) (*BTF, error) { return v.readBTF(at, size, "BTF") }
+
+// readBTF is ReadBTF; what names at in errors ("__start_BTF").
+func (v *Vmcore) readBTF(at, size uint64, what string) (*BTF, error) {
 	switch {
-	case stop <= start || stop-start > maxBTF:
-		return nil, fmt.Errorf("%s: BTF [%#x, %#x) is empty or larger than %d bytes", v.Path, start, stop, maxBTF)
-	case int64(stop-start) > v.f.Size:
-		return nil, fmt.Errorf("%s: BTF [%#x, %#x) is larger than the dump (%d bytes): not in it", v.Path, start, stop, v.f.Size)
+	case size == 0 || size > maxBTF:
+		return nil, fmt.Errorf("%s: %w: BTF at %s %#x: %d bytes, want 1 to %d", v.Path, ErrCorrupt, what, at, size, maxBTF)
+	case size > uint64(v.f.Size):
+		return nil, fmt.Errorf("%s: %w: BTF at %s %#x: %d bytes, more than the dump's %d: not in it", v.Path, ErrCorrupt, what, at, size, v.f.Size)
 	}
-	b := make([]byte, stop-start)
-	if err := v.ReadVirt(b, start); err != nil {
-		return nil, fmt.Errorf("%s: reading BTF: %w", v.Path, err)
+	b := make([]byte, size)
+	if err := v.ReadVirt(b, at); err != nil {
+		return nil, fmt.Errorf("reading BTF at %s %#x (%d bytes): %w", what, at, size, err)
 	}
-	return ParseBTF(b)
+	t, err := ParseBTF(b)
+	if err != nil {
+		var ce *errs.CorruptError
+		if errors.As(err, &ce) {
+			return nil, fmt.Errorf("%s: BTF at %s %#x (%d bytes), its byte %#x at %#x: %w", v.Path, what, at, size, ce.Addr, at+ce.Addr, err)
+		}
+		return nil, fmt.Errorf("%s: BTF at %s %#x (%d bytes): %w", v.Path, what, at, size, err)
+	}
+	return t, nil
 }

@@ -3,6 +3,8 @@ package vmcore
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -213,4 +215,41 @@ func FuzzParseKallsyms(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestBTFErrors: the BTF read from a dump names the dump, __start_BTF's
+// address and where in the BTF it is malformed; a size the dump cannot
+// hold is refused before anything is allocated.
+func TestBTFErrors(t *testing.T) {
+	s := newSynth(synthOpts{pageShift: 12, vaBits: 48})
+	raw := kernelBTF()
+	raw[2] = 9 // version
+	copy(s.ram[imageOff+0xa0000:], raw)
+	v, err := loadBytes(s.bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := s.kva(0xa0000)
+	syms := []KSym{{Name: "__start_BTF", Addr: start}, {Name: "__stop_BTF", Addr: start + uint64(len(raw))}}
+	_, err = v.BTF(syms)
+	want := fmt.Sprintf("synth.vmcore: BTF at __start_BTF %#x (%d bytes), its byte 0x2 at %#x", start, len(raw), start+2)
+	if !errors.Is(err, ErrCorrupt) || err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("bad version: %v\nwant it to say %q", err, want)
+	}
+	syms[1].Addr = start + 1<<30
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = v.BTF(syms)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "synth.vmcore") || !strings.Contains(err.Error(), fmt.Sprintf("__start_BTF %#x", start)) {
+		t.Errorf("1 GiB of BTF: %v", err)
+	}
+	if a := after.TotalAlloc - before.TotalAlloc; a > 1<<20 {
+		t.Errorf("1 GiB of BTF: %d bytes allocated before refusing it", a)
+	}
+	// Past the mapped image: the read error names the dump and the address.
+	syms[0].Addr, syms[1].Addr = s.kva(0xff000), s.kva(0x101000)
+	if _, err := v.BTF(syms); err == nil || !strings.Contains(err.Error(), "synth.vmcore") || !strings.Contains(err.Error(), fmt.Sprintf("__start_BTF %#x", s.kva(0xff000))) {
+		t.Errorf("unmapped BTF: %v", err)
+	}
 }

@@ -24,6 +24,17 @@ type KSym struct {
 const (
 	maxKallsyms     = 1 << 22 // symbols
 	maxKallsymsName = 1024    // expanded name bytes (KSYM_NAME_LEN is 512)
+	// The names expand to at most kallsymsRatio times the bytes of
+	// kallsyms_names read so far, plus kallsymsSlack, and to at most
+	// maxKallsymsBytes in all: the kernel's token table makes them about
+	// 2-3 times as long (Debian's 6.1 and 6.12: see TestRealVmcores),
+	// where one symbol of one 1,024-byte token would be 512 times.
+	kallsymsRatio    = 16
+	kallsymsSlack    = 64 << 10
+	maxKallsymsBytes = 64 << 20
+	// Each symbol takes at least kallsymsSymBytes of the dump: 4 of
+	// kallsyms_offsets and at least 2 of kallsyms_names.
+	kallsymsSymBytes = 6
 )
 
 // Kallsyms decodes the kernel's compressed symbol table from the dump
@@ -32,33 +43,43 @@ const (
 // to kallsyms_relative_base), at the addresses VMCOREINFO gives. The
 // symbols are sorted by address.
 func (v *Vmcore) Kallsyms() ([]KSym, error) {
+	syms, _, err := v.kallsyms()
+	return syms, err
+}
+
+// kallsymsStats are the bytes of kallsyms_names a decoding read and the
+// bytes of the names they expanded to.
+type kallsymsStats struct{ read, expanded int }
+
+func (v *Vmcore) kallsyms() (out []KSym, st kallsymsStats, err error) {
 	if !v.HasInfo {
-		return nil, fmt.Errorf("%s: no VMCOREINFO: kallsyms tables unknown", v.Path)
+		return nil, st, fmt.Errorf("%s: no VMCOREINFO: kallsyms tables unknown", v.Path)
 	}
 	addr := map[string]uint64{}
 	for _, s := range []string{"kallsyms_num_syms", "kallsyms_names", "kallsyms_token_table", "kallsyms_token_index", "kallsyms_offsets", "kallsyms_relative_base"} {
 		a, ok := v.Info.Symbol(s)
 		if !ok {
-			return nil, fmt.Errorf("%s: VMCOREINFO lacks SYMBOL(%s)", v.Path, s)
+			return nil, st, fmt.Errorf("%s: VMCOREINFO lacks SYMBOL(%s)", v.Path, s)
 		}
 		addr[s] = a
 	}
 	le := binary.LittleEndian
 	var b4 [4]byte
 	if err := v.ReadVirt(b4[:], addr["kallsyms_num_syms"]); err != nil {
-		return nil, fmt.Errorf("kallsyms_num_syms: %w", err)
+		return nil, st, readErr("kallsyms_num_syms", addr["kallsyms_num_syms"], err)
 	}
 	num := le.Uint32(b4[:])
-	if num == 0 || num > maxKallsyms || int64(num)*4 > v.f.Size {
-		return nil, fmt.Errorf("%s: %w: kallsyms_num_syms %d outside [1, %d] or larger than the dump can hold", v.Path, ErrCorrupt, num, maxKallsyms)
+	if num == 0 || num > maxKallsyms || int64(num)*kallsymsSymBytes > v.f.Size {
+		return nil, st, fmt.Errorf("%s: %w: kallsyms_num_syms at %#x: %d outside [1, %d] or more than the dump's %d bytes can hold (%d bytes a symbol)",
+			v.Path, ErrCorrupt, addr["kallsyms_num_syms"], num, maxKallsyms, v.f.Size, kallsymsSymBytes)
 	}
 	base, err := v.ReadVirt64(addr["kallsyms_relative_base"])
 	if err != nil {
-		return nil, fmt.Errorf("kallsyms_relative_base: %w", err)
+		return nil, st, readErr("kallsyms_relative_base", addr["kallsyms_relative_base"], err)
 	}
 	idx := make([]byte, 512)
 	if err := v.ReadVirt(idx, addr["kallsyms_token_index"]); err != nil {
-		return nil, fmt.Errorf("kallsyms_token_index: %w", err)
+		return nil, st, readErr("kallsyms_token_index", addr["kallsyms_token_index"], err)
 	}
 	var maxIdx uint16
 	for i := range 256 {
@@ -68,7 +89,7 @@ func (v *Vmcore) Kallsyms() ([]KSym, error) {
 	// index; tokens are short, so read that plus a margin.
 	tt := make([]byte, int(maxIdx)+256)
 	if err := v.readVirtUpTo(tt, addr["kallsyms_token_table"]); err != nil {
-		return nil, fmt.Errorf("kallsyms_token_table: %w", err)
+		return nil, st, readErr("kallsyms_token_table", addr["kallsyms_token_table"], err)
 	}
 	var tokens [256]string
 	for i := range 256 {
@@ -78,27 +99,29 @@ func (v *Vmcore) Kallsyms() ([]KSym, error) {
 			e++
 		}
 		if e == len(tt) {
-			return nil, fmt.Errorf("%s: %w: kallsyms token %d at %d is not NUL-terminated", v.Path, ErrCorrupt, i, o)
+			return nil, st, fmt.Errorf("%s: %w: kallsyms_token_table at %#x: token %d at offset %d is not NUL-terminated within %d bytes", v.Path, ErrCorrupt, addr["kallsyms_token_table"], i, o, len(tt))
 		}
 		tokens[i] = string(tt[o:e])
 	}
 	offs := make([]byte, 4*int(num))
 	if err := v.ReadVirt(offs, addr["kallsyms_offsets"]); err != nil {
-		return nil, fmt.Errorf("kallsyms_offsets: %w", err)
+		return nil, st, readErr("kallsyms_offsets", addr["kallsyms_offsets"], err)
 	}
 	names := &virtStream{v: v, va: addr["kallsyms_names"]}
-	var out []KSym
+	out = make([]KSym, 0, min(int(num), 1<<16))
 	var sb strings.Builder
+	var expanded int // bytes of the names before symbol i
 	for i := range int(num) {
+		at := names.va - uint64(len(names.buf)) // symbol i's entry
 		n, err := names.byte()
 		if err != nil {
-			return out, fmt.Errorf("kallsyms_names, symbol %d: %w", i, err)
+			return out, st, readErr(fmt.Sprintf("kallsyms_names, symbol %d", i), at, err)
 		}
 		ln := int(n)
 		if n&0x80 != 0 {
 			hi, err := names.byte()
 			if err != nil {
-				return out, fmt.Errorf("kallsyms_names, symbol %d: %w", i, err)
+				return out, st, readErr(fmt.Sprintf("kallsyms_names, symbol %d", i), at, err)
 			}
 			ln = int(n&0x7f) | int(hi)<<7
 		}
@@ -106,21 +129,33 @@ func (v *Vmcore) Kallsyms() ([]KSym, error) {
 		for range ln {
 			t, err := names.byte()
 			if err != nil {
-				return out, fmt.Errorf("kallsyms_names, symbol %d: %w", i, err)
+				return out, st, readErr(fmt.Sprintf("kallsyms_names, symbol %d", i), at, err)
+			}
+			n := sb.Len() + len(tokens[t])
+			if n > maxKallsymsName {
+				return out, st, fmt.Errorf("%s: %w: kallsyms_names at %#x: symbol %d expands beyond %d bytes", v.Path, ErrCorrupt, at, i, maxKallsymsName)
+			}
+			if read := int(names.read); expanded+n > min(maxKallsymsBytes, kallsymsRatio*read+kallsymsSlack) {
+				return out, st, fmt.Errorf("%s: %w: kallsyms_names at %#x: symbol %d: %d bytes of names read would expand to %d, more than %d times as many plus %d (at most %d)",
+					v.Path, ErrCorrupt, at, i, read, expanded+n, kallsymsRatio, kallsymsSlack, maxKallsymsBytes)
 			}
 			sb.WriteString(tokens[t])
-			if sb.Len() > maxKallsymsName {
-				return out, fmt.Errorf("%s: %w: kallsyms symbol %d expands beyond %d bytes", v.Path, ErrCorrupt, i, maxKallsymsName)
-			}
 		}
+		expanded += sb.Len()
 		s := sb.String()
 		if s == "" {
-			return out, fmt.Errorf("%s: %w: kallsyms symbol %d is empty", v.Path, ErrCorrupt, i)
+			return out, st, fmt.Errorf("%s: %w: kallsyms_names at %#x: symbol %d is empty", v.Path, ErrCorrupt, at, i)
 		}
 		out = append(out, KSym{Type: s[0], Name: s[1:], Addr: base + uint64(le.Uint32(offs[4*i:]))})
 	}
 	SortSizes(out)
-	return out, nil
+	return out, kallsymsStats{read: int(names.read), expanded: expanded}, nil
+}
+
+// readErr is the error of reading field at va: err names the dump (the
+// errors of ReadVirt do).
+func readErr(field string, va uint64, err error) error {
+	return fmt.Errorf("%s at %#x: %w", field, va, err)
 }
 
 // readVirtUpTo reads b at va, accepting a short read when the end runs
@@ -146,9 +181,10 @@ func (v *Vmcore) readVirtUpTo(b []byte, va uint64) error {
 // virtStream reads bytes sequentially from kernel virtual memory a page at
 // a time.
 type virtStream struct {
-	v   *Vmcore
-	va  uint64
-	buf []byte
+	v    *Vmcore
+	va   uint64 // of the byte after buf
+	buf  []byte
+	read uint64 // bytes returned
 }
 
 func (s *virtStream) byte() (byte, error) {
@@ -163,6 +199,7 @@ func (s *virtStream) byte() (byte, error) {
 	}
 	c := s.buf[0]
 	s.buf = s.buf[1:]
+	s.read++
 	return c, nil
 }
 
@@ -186,7 +223,7 @@ func ParseKallsyms(r io.Reader) ([]KSym, error) {
 		}
 		out = append(out, KSym{Name: f[2], Addr: a, Type: f[1][0]})
 		if len(out) > maxKallsyms {
-			return nil, fmt.Errorf("kallsyms: more than %d symbols", maxKallsyms)
+			return nil, fmt.Errorf("kallsyms line %d: more than %d symbols", ln, maxKallsyms)
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -28,7 +28,7 @@ func (v *Vmcore) PerCPUOffsets(syms []KSym, n int) ([]uint64, error) {
 	for c := range out {
 		w, err := v.ReadVirt64(addr + 8*uint64(c))
 		if err != nil {
-			return nil, fmt.Errorf("__per_cpu_offset[%d]: %w", c, err)
+			return nil, readErr(fmt.Sprintf("__per_cpu_offset[%d]", c), addr+8*uint64(c), err)
 		}
 		out[c] = w
 	}

@@ -62,6 +62,13 @@ func TestRealVmcores(t *testing.T) {
 			}
 			t.Logf("%s: %s", filepath.Base(p), v.Translation())
 			syms, err := v.Kallsyms()
+			// The names expand to a few times the bytes of
+			// kallsyms_names: far below the bound on hostile tables.
+			if _, st, err := v.kallsyms(); err != nil || st.expanded > st.read*kallsymsRatio/4 {
+				t.Errorf("kallsyms_names: %d bytes expand to %d (%v), more than a quarter of the bound", st.read, st.expanded, err)
+			} else {
+				t.Logf("kallsyms_names: %d bytes expand to %d (%.2f times)", st.read, st.expanded, float64(st.expanded)/float64(st.read))
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

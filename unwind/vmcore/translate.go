@@ -2,7 +2,6 @@ package vmcore
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 
 	"github.com/unwindkit/unwindkit/internal/pgtable"
@@ -53,7 +52,7 @@ func (t *translator) init(v *Vmcore) error {
 	}
 	for _, c := range cands {
 		if err := c.Validate(); err != nil {
-			return v.f.Errf("VMCOREINFO", 0, "%v", err)
+			return v.f.Errf("VMCOREINFO", v.infoOff, "%v", err)
 		}
 	}
 	read := func(pa uint64) (uint64, error) { return v.ReadPhys64(pa) }
@@ -79,7 +78,7 @@ func (v *Vmcore) Translation() string { return v.tr.how }
 // level and the descriptor's physical address.
 func (v *Vmcore) Translate(va uint64) (uint64, error) {
 	if !v.tr.ready {
-		return 0, errors.New("vmcore: no VMCOREINFO: virtual addresses cannot be translated")
+		return 0, fmt.Errorf("%s: va %#x: no VMCOREINFO: virtual addresses cannot be translated", v.Path, va)
 	}
 	read := func(pa uint64) (uint64, error) { return v.ReadPhys64(pa) }
 	r, err := pgtable.Walk(v.tr.fmt, v.tr.root, va, read)

@@ -67,7 +67,8 @@ type Info struct {
 	// PageSize is PAGESIZE in bytes.
 	PageSize uint64
 	// VABits is NUMBER(VA_BITS), the configured kernel VA size;
-	// VABitsActual is 64 - NUMBER(TCR_EL1_T1SZ) (VABits without it).
+	// VABitsActual is 64 - NUMBER(TCR_EL1_T1SZ) (VABits without it),
+	// never above VABits (Load rejects such a dump).
 	VABits, VABitsActual int
 	// KimageVoffset, PhysOffset, KernelOffset and KernelPACMask are
 	// NUMBER(kimage_voffset), NUMBER(PHYS_OFFSET), KERNELOFFSET and
@@ -122,9 +123,10 @@ type Vmcore struct {
 	// half) instruction pointers, from KERNELPACMASK and the VA sizes.
 	Layout ptrauth.Layout
 
-	f      *elfcore.File
-	closer io.Closer
-	tr     translator
+	f       *elfcore.File
+	infoOff int64 // file offset of VMCOREINFO's text
+	closer  io.Closer
+	tr      translator
 
 	recMu  sync.Mutex
 	rec    bool
@@ -199,6 +201,7 @@ func Load(name string, r io.ReaderAt, size int64) (*Vmcore, error) {
 			if len(n.Desc) > maxInfo {
 				return nil, f.Errf(n.Part(), n.DescOff, "VMCOREINFO of %d bytes (limit %d)", len(n.Desc), maxInfo)
 			}
+			v.infoOff = n.DescOff
 			if err := v.parseInfo(n); err != nil {
 				return nil, err
 			}
@@ -220,6 +223,7 @@ func (v *Vmcore) parseInfo(n *elfcore.Note) error {
 	f := v.f
 	in := &v.Info
 	in.Raw = map[string]string{}
+	at := map[string]int64{} // file offset of each key's line
 	off := n.DescOff
 	for _, line := range strings.Split(string(n.Desc), "\n") {
 		lineOff := off
@@ -233,9 +237,17 @@ func (v *Vmcore) parseInfo(n *elfcore.Note) error {
 			return f.Errf(n.Part(), lineOff, "VMCOREINFO line %q has no '='", line)
 		}
 		in.Raw[k] = val
+		at[k] = lineOff
+	}
+	// lineAt is the offset of key's line, or of the note's text without it.
+	lineAt := func(key string) int64 {
+		if o, ok := at[key]; ok {
+			return o
+		}
+		return n.DescOff
 	}
 	bad := func(key string) error {
-		return f.Errf(n.Part(), n.DescOff, "VMCOREINFO %s=%q is missing or malformed", key, in.Raw[key])
+		return f.Errf(n.Part(), lineAt(key), "VMCOREINFO %s=%q is missing or malformed", key, in.Raw[key])
 	}
 	in.OSRelease = in.Raw["OSRELEASE"]
 	fmt.Sscanf(in.OSRelease, "%d.%d", &in.Major, &in.Minor)
@@ -254,6 +266,13 @@ func (v *Vmcore) parseInfo(n *elfcore.Note) error {
 			return bad("NUMBER(TCR_EL1_T1SZ)")
 		}
 		in.VABitsActual = 64 - int(t1)
+		// The VA size in use is at most the configured one (a 52-bit
+		// kernel may run with 48, never the reverse): a smaller
+		// VA_BITS would put PAGE_OFFSET inside the VA space in use.
+		if in.VABitsActual > in.VABits {
+			return f.Errf(n.Part(), lineAt("NUMBER(VA_BITS)"), "VMCOREINFO NUMBER(VA_BITS)=%s is below the VA size in use, %d bits from NUMBER(TCR_EL1_T1SZ)=%s (at offset %#x)",
+				in.Raw["NUMBER(VA_BITS)"], in.VABitsActual, in.Raw["NUMBER(TCR_EL1_T1SZ)"], lineAt("NUMBER(TCR_EL1_T1SZ)"))
+		}
 	}
 	if in.KimageVoffset, ok = in.Number("kimage_voffset"); !ok {
 		return bad("NUMBER(kimage_voffset)")
@@ -303,7 +322,7 @@ func (v *Vmcore) setup() error {
 	}
 	l, err := ptrauth.NewLayoutHalves(ptrauth.Half{VABits: 48, TBI: true}, upper, ptrauth.PAuth2)
 	if err != nil {
-		return v.f.Errf("VMCOREINFO", 0, "%v", err)
+		return v.f.Errf("VMCOREINFO", v.infoOff, "%v", err)
 	}
 	v.Layout = l
 	return v.tr.init(v)

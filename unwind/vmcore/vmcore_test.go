@@ -155,6 +155,10 @@ func TestBadVmcores(t *testing.T) {
 			s.info = strings.Replace(s.info, "NUMBER(TCR_EL1_T1SZ)=0x10", "NUMBER(TCR_EL1_T1SZ)=0x40", 1)
 			return s.bytes()
 		}, "TCR_EL1_T1SZ"},
+		{"va_bits below t1sz", func(s *synth) []byte {
+			s.info = strings.Replace(s.info, "NUMBER(TCR_EL1_T1SZ)=0x10", "NUMBER(TCR_EL1_T1SZ)=0xc", 1)
+			return s.bytes()
+		}, "NUMBER(VA_BITS)=48 is below the VA size in use, 52 bits from NUMBER(TCR_EL1_T1SZ)=0xc"},
 		{"no swapper", func(s *synth) []byte {
 			s.info = strings.Replace(s.info, "SYMBOL(swapper_pg_dir)", "SYMBOL(x)", 1)
 			return s.bytes()
@@ -233,5 +237,114 @@ func TestBadKallsyms(t *testing.T) {
 	v, _ = loadBytes(s.bytes())
 	if _, err := v.Kallsyms(); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "kallsyms_num_syms") {
 		t.Errorf("huge count: %v", err)
+	}
+}
+
+// TestReadErrorsSayWhere: every error of reading the dump's tables names
+// the dump, the field and its address; corruption still wraps ErrCorrupt.
+func TestReadErrorsSayWhere(t *testing.T) {
+	unmapped := func(s *synth) uint64 { return s.stackVA + stackSize }
+	sym := func(s *synth, name string, va uint64) {
+		old := fmt.Sprintf("SYMBOL(%s)=", name)
+		i := strings.Index(s.info, old)
+		j := i + strings.Index(s.info[i:], "\n")
+		s.info = s.info[:i] + fmt.Sprintf("%s%x", old, va) + s.info[j:]
+	}
+	for _, c := range []struct {
+		name    string
+		mod     func(s *synth) uint64 // returns the address the error names
+		want    string
+		corrupt bool
+	}{
+		{"num_syms", func(s *synth) uint64 { sym(s, "kallsyms_num_syms", unmapped(s)); return unmapped(s) }, "kallsyms_num_syms at", false},
+		{"offsets", func(s *synth) uint64 { sym(s, "kallsyms_offsets", unmapped(s)); return unmapped(s) }, "kallsyms_offsets at", false},
+		{"token_index", func(s *synth) uint64 { sym(s, "kallsyms_token_index", unmapped(s)); return unmapped(s) }, "kallsyms_token_index at", false},
+		{"names", func(s *synth) uint64 { sym(s, "kallsyms_names", unmapped(s)); return unmapped(s) }, "kallsyms_names, symbol 0 at", false},
+		{"token", func(s *synth) uint64 {
+			tt := s.ram[imageOff+0x90400:]
+			for i := range 0x1000 {
+				tt[i] = 'x'
+			}
+			return s.kva(0x90400)
+		}, "kallsyms_token_table at", true},
+		{"empty", func(s *synth) uint64 {
+			second := 1 + uint64(s.ram[imageOff+0x92000]) // after the first symbol
+			s.ram[imageOff+0x92000+second] = 0
+			return s.kva(0x92000 + second)
+		}, "kallsyms_names at", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSynth(synthOpts{pageShift: 12, vaBits: 48})
+			va := c.mod(s)
+			v, err := loadBytes(s.bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = v.Kallsyms()
+			where := fmt.Sprintf("%s %#x", c.want, va)
+			if err == nil || !strings.Contains(err.Error(), "synth.vmcore") || !strings.Contains(err.Error(), where) || errors.Is(err, ErrCorrupt) != c.corrupt {
+				t.Errorf("%v: want the dump, %q and ErrCorrupt %v", err, where, c.corrupt)
+			}
+		})
+	}
+	s := newSynth(synthOpts{pageShift: 12, vaBits: 48})
+	v, _ := loadBytes(s.bytes())
+	at := unmapped(s)
+	_, err := v.PerCPUOffsets([]KSym{{Name: "__per_cpu_offset", Addr: at}}, 1)
+	if err == nil || !strings.Contains(err.Error(), "synth.vmcore") || !strings.Contains(err.Error(), fmt.Sprintf("__per_cpu_offset[0] at %#x", at)) {
+		t.Errorf("per-CPU offsets: %v", err)
+	}
+	b := s.builder()
+	b.Notes = b.Notes[:2] // no VMCOREINFO
+	v, err = loadBytes(b.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Translate(at); err == nil || !strings.Contains(err.Error(), "synth.vmcore") || !strings.Contains(err.Error(), fmt.Sprintf("%#x", at)) {
+		t.Errorf("no VMCOREINFO: %v", err)
+	}
+}
+
+// withEmptyNote returns the core b with one more program header last: an
+// empty PT_NOTE (at the start of the data, inside the file).
+func withEmptyNote(b []byte) []byte {
+	n := int(le.Uint16(b[56:]))
+	end := 64 + 56*n
+	out := append(bytes.Clone(b[:end]), make([]byte, 56)...)
+	out = append(out, b[end:]...)
+	le.PutUint16(out[56:], uint16(n+1))
+	for i := range n {
+		ph := out[64+56*i:]
+		le.PutUint64(ph[8:], le.Uint64(ph[8:])+56)
+	}
+	ph := out[end:]
+	le.PutUint32(ph, 4) // PT_NOTE
+	le.PutUint64(ph[8:], uint64(end+56))
+	return out
+}
+
+// TestTrimmedEmptyNote: a vmcore with an empty PT_NOTE loads, and so does
+// its trimmed copy, where that segment ends up at the very end of the file
+// (it did not load: EOF reading its 0 bytes).
+func TestTrimmedEmptyNote(t *testing.T) {
+	s := newSynth(synthOpts{pageShift: 12, vaBits: 48})
+	v, err := loadBytes(withEmptyNote(s.bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.RecordReads(true)
+	if w, err := v.ReadVirt64(s.stackVA + stackSize - 16); err != nil || w != 0x5ca1ab1e {
+		t.Fatalf("stack word %#x, %v", w, err)
+	}
+	var out bytes.Buffer
+	if err := v.WriteTrimmed(&out, v.PagesToRanges(v.PagesRead())); err != nil {
+		t.Fatal(err)
+	}
+	t2, err := loadBytes(out.Bytes())
+	if err != nil {
+		t.Fatalf("the trimmed copy does not load: %v", err)
+	}
+	if w, err := t2.ReadVirt64(s.stackVA + stackSize - 16); err != nil || w != 0x5ca1ab1e {
+		t.Errorf("trimmed stack word %#x, %v", w, err)
 	}
 }
