@@ -137,3 +137,9 @@ func (b *Binary) CallBefore(ret uint64) (CallSite, error) {
 // SymbolTables names the symbol tables the functions came from: ".symtab",
 // ".dynsym" or ".symtab and .dynsym".
 func (b *Binary) SymbolTables() string { return b.b.SymbolTables() }
+
+// Notes says where the scan departed from the file's symbol tables:
+// function symbols whose st_size runs over the next function symbol
+// (their spans are cut at it, so no code is scanned twice), and names
+// longer than 4096 bytes (cut to 4096).
+func (b *Binary) Notes() []string { return b.b.Notes() }
