@@ -80,7 +80,7 @@ func (k Key) String() string {
 type Func struct {
 	Name string
 	Addr uint64
-	Size uint64
+	Size uint64 // st_size (or to the next symbol), cut at the next function symbol and the section's end
 
 	SCSPush bool // has str x30, [x18], #8
 	SCSPop  bool // has ldr x30, [x18, #-8]!

@@ -29,7 +29,10 @@ func (k Key) String() string {
 // FuncShape is what the scanner found in one function.
 type FuncShape struct {
 	// Name, Addr and Size are the function's symbol: its code is
-	// [Addr, Addr+Size).
+	// [Addr, Addr+Size). Size is the symbol's st_size (to the next
+	// symbol when 0), cut at the next function symbol and at its
+	// section's end, so spans never overlap (Binary.Notes counts the
+	// cuts).
 	Name string
 	Addr uint64
 	Size uint64
