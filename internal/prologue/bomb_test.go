@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/unwindkit/unwindkit/internal/errs"
-	"github.com/unwindkit/unwindkit/internal/symtab"
+	"github.com/unwindkit/unwindkit/internal/symtab/elfsym"
 	"github.com/unwindkit/unwindkit/internal/symtab/elftest"
 )
 
@@ -69,7 +69,7 @@ func sharedNameExec(n, nameLen int) []byte {
 // TestBombSharedName: a 300 KB .symtab of 12,500 functions sharing one
 // 64 KiB name. debug/elf's Symbols copied the name for each (750 MB, and
 // its byte loop over each): now every name is the table's substring cut
-// to symtab.MaxNameLen, and the Binary says so.
+// to elfsym.MaxNameLen, and the Binary says so.
 func TestBombSharedName(t *testing.T) {
 	b := sharedNameExec(12500, 64<<10)
 	var bin *Binary
@@ -79,7 +79,7 @@ func TestBombSharedName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fs := bin.Funcs(); len(fs) != 12500 || len(fs[0].Name) != symtab.MaxNameLen || fs[1].Size != 4 {
+	if fs := bin.Funcs(); len(fs) != 12500 || len(fs[0].Name) != elfsym.MaxNameLen || fs[1].Size != 4 {
 		t.Fatalf("%d functions, the first named with %d bytes", len(fs), len(fs[0].Name))
 	}
 	if n := bin.Notes(); len(n) != 1 || !strings.Contains(n[0], "12500 function names longer than 4096 bytes") {
@@ -89,7 +89,7 @@ func TestBombSharedName(t *testing.T) {
 
 // TestBombCompressed: a .symtab SHF_COMPRESSED to 128 MiB of zeros from a
 // file of about 130 KiB. debug/elf inflated all of it and made a Symbol
-// of each 24 bytes: now ch_size is checked against symtab.InflateBudget
+// of each 24 bytes: now ch_size is checked against elfsym.InflateBudget
 // before inflating, and the file is refused, naming it, the section and
 // the offset.
 func TestBombCompressed(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"sort"
 
 	"github.com/unwindkit/unwindkit/internal/errs"
-	"github.com/unwindkit/unwindkit/internal/symtab"
+	"github.com/unwindkit/unwindkit/internal/symtab/elfsym"
 )
 
 type section struct {
@@ -158,7 +158,7 @@ func NewReader(name string, r io.ReaderAt, size int64) (*Binary, error) {
 			return nil, fileErr(name, size, "truncated: the %s [%#x, %#x) runs past the end of the file", t.what, t.off, end)
 		}
 	}
-	if err := symtab.CheckELF(r, size); err != nil {
+	if err := elfsym.CheckELF(r, size); err != nil {
 		return nil, symErr(name, err)
 	}
 	f, err := elf.NewFile(io.NewSectionReader(r, 0, size))
@@ -180,10 +180,10 @@ func elfErr(name string, size int64, err error) error {
 	return fileErr(name, -1, "corrupt ELF: %v", err)
 }
 
-// symErr turns an error of internal/symtab's bounded reader into a
+// symErr turns an error of internal/symtab/elfsym's bounded reader into a
 // FileError.
 func symErr(name string, err error) error {
-	var se *symtab.ELFError
+	var se *elfsym.ELFError
 	if errors.As(err, &se) {
 		return fileErr(name, se.Off, "%s", se.Msg)
 	}
@@ -206,12 +206,12 @@ func New(f *elf.File) (*Binary, error) {
 // address and at its section's end: spans never overlap, so the code
 // decoded in all is at most the text once (aliases of one address are
 // scanned together, the longest span once). Symbol tables and sections
-// are read with internal/symtab's bounds (compressed sections, names
-// longer than symtab.MaxNameLen). size is the file's size, or -1 if
+// are read with internal/symtab/elfsym's bounds (compressed sections, names
+// longer than elfsym.MaxNameLen). size is the file's size, or -1 if
 // unknown.
 func scanFile(name string, f *elf.File, size int64) (*Binary, error) {
 	b := &Binary{}
-	rd := symtab.NewELFReader(f, size)
+	rd := elfsym.NewELFReader(f, size)
 	for _, s := range f.Sections {
 		if s.Type != elf.SHT_PROGBITS || s.Flags&elf.SHF_EXECINSTR == 0 || s.Size == 0 {
 			continue
@@ -236,7 +236,7 @@ func scanFile(name string, f *elf.File, size int64) (*Binary, error) {
 		addr uint64
 	}
 	seen := map[key]bool{}
-	var fs []symtab.ELFSym
+	var fs []elfsym.ELFSym
 	var tables []string
 	cut := 0
 	for _, t := range []struct {
@@ -269,7 +269,7 @@ func scanFile(name string, f *elf.File, size int64) (*Binary, error) {
 		return nil, &FileError{Path: name, Off: -1, Msg: msg, Err: ErrNoFuncSymbols}
 	}
 	if cut > 0 {
-		b.notes = append(b.notes, fmt.Sprintf("%d function names longer than %d bytes cut to %d", cut, symtab.MaxNameLen, symtab.MaxNameLen))
+		b.notes = append(b.notes, fmt.Sprintf("%d function names longer than %d bytes cut to %d", cut, elfsym.MaxNameLen, elfsym.MaxNameLen))
 	}
 	b.tables = joinTables(tables)
 	sort.SliceStable(fs, func(i, j int) bool { return fs[i].Value < fs[j].Value })
@@ -334,7 +334,7 @@ func joinTables(t []string) string {
 
 // Notes says where the scan departed from the symbol tables: function
 // symbols whose st_size overlaps the next function (their spans are cut
-// at it), names longer than symtab.MaxNameLen (cut to it).
+// at it), names longer than elfsym.MaxNameLen (cut to it).
 func (b *Binary) Notes() []string { return b.notes }
 
 // SymbolTables names the symbol tables the functions came from: ".symtab",

@@ -8,7 +8,7 @@ import (
 	"path"
 	"sort"
 
-	"github.com/unwindkit/unwindkit/internal/symtab"
+	"github.com/unwindkit/unwindkit/internal/symtab/elfsym"
 	"github.com/unwindkit/unwindkit/unwind"
 )
 
@@ -232,9 +232,9 @@ func (c *Core) cstring(addr uint64) string {
 }
 
 // openObject checks an object's section headers against what debug/elf
-// would read without a bound (symtab.CheckELF), then opens it.
+// would read without a bound (elfsym.CheckELF), then opens it.
 func openObject(b []byte) (*elf.File, error) {
-	if err := symtab.CheckELF(bytes.NewReader(b), int64(len(b))); err != nil {
+	if err := elfsym.CheckELF(bytes.NewReader(b), int64(len(b))); err != nil {
 		return nil, err
 	}
 	return elf.NewFile(bytes.NewReader(b))
@@ -242,13 +242,13 @@ func openObject(b []byte) (*elf.File, error) {
 
 // funcSymbols returns ef's function symbols (.symtab, else .dynsym) moved
 // by bias, with sizes from the next symbol where the size is 0. The
-// tables are read with internal/symtab's bounds: a table that breaks
+// tables are read with internal/symtab/elfsym's bounds: a table that breaks
 // them (a compressed section inflating past its budget, a table outside
 // the file) is a warning naming the object (what is the executable or a
-// library), and so are names cut to symtab.MaxNameLen.
+// library), and so are names cut to elfsym.MaxNameLen.
 func (c *Core) funcSymbols(what string, o ObjectFile, ef *elf.File, bias uint64) []unwind.Symbol {
-	rd := symtab.NewELFReader(ef, int64(len(o.Data)))
-	var t *symtab.ELFTable
+	rd := elfsym.NewELFReader(ef, int64(len(o.Data)))
+	var t *elfsym.ELFTable
 	for _, typ := range []elf.SectionType{elf.SHT_SYMTAB, elf.SHT_DYNSYM} {
 		tt, err := rd.Funcs(typ)
 		if err != nil {
@@ -264,7 +264,7 @@ func (c *Core) funcSymbols(what string, o ObjectFile, ef *elf.File, bias uint64)
 		return nil
 	}
 	if t.Cut > 0 {
-		c.warnf("%s %s: %d names in %s longer than %d bytes cut to %d", what, o.Path, t.Cut, t.Name, symtab.MaxNameLen, symtab.MaxNameLen)
+		c.warnf("%s %s: %d names in %s longer than %d bytes cut to %d", what, o.Path, t.Cut, t.Name, elfsym.MaxNameLen, elfsym.MaxNameLen)
 	}
 	var out []unwind.Symbol
 	for _, s := range t.Funcs {

@@ -1,4 +1,4 @@
-package symtab_test
+package elfsym_test
 
 import (
 	"bytes"
@@ -13,27 +13,27 @@ import (
 	"testing"
 
 	"github.com/unwindkit/unwindkit/internal/errs"
-	"github.com/unwindkit/unwindkit/internal/symtab"
+	"github.com/unwindkit/unwindkit/internal/symtab/elfsym"
 	"github.com/unwindkit/unwindkit/internal/symtab/elftest"
 )
 
-func open(t *testing.T, b []byte) (*elf.File, *symtab.ELFReader) {
+func open(t *testing.T, b []byte) (*elf.File, *elfsym.ELFReader) {
 	t.Helper()
-	if err := symtab.CheckELF(bytes.NewReader(b), int64(len(b))); err != nil {
+	if err := elfsym.CheckELF(bytes.NewReader(b), int64(len(b))); err != nil {
 		t.Fatal(err)
 	}
 	f, err := elf.NewFile(bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f, symtab.NewELFReader(f, int64(len(b)))
+	return f, elfsym.NewELFReader(f, int64(len(b)))
 }
 
 // TestFuncsLikeDebugELF: on the committed binaries and Debian's arm64
 // libraries, Funcs gives the function symbols debug/elf gives, names
 // included.
 func TestFuncsLikeDebugELF(t *testing.T) {
-	paths, _ := filepath.Glob("../../testdata/arm64/bin/*")
+	paths, _ := filepath.Glob("../../../testdata/arm64/bin/*")
 	for _, lib := range []string{"libc.so.6", "libstdc++.so.6"} {
 		if p := "/usr/aarch64-linux-gnu/lib/" + lib; fileExists(p) {
 			paths = append(paths, p)
@@ -114,7 +114,7 @@ func TestNames(t *testing.T) {
 		t.Fatalf("%d functions, want 232", len(tab.Funcs))
 	}
 	for i, s := range tab.Funcs[:100] {
-		if want := min(symtab.MaxNameLen, len(long)-600*i); len(s.Name) != want || strings.Trim(s.Name, "x") != "" {
+		if want := min(elfsym.MaxNameLen, len(long)-600*i); len(s.Name) != want || strings.Trim(s.Name, "x") != "" {
 			t.Fatalf("symbol %d: name of %d bytes, want %d x", i, len(s.Name), want)
 		}
 	}
@@ -152,7 +152,7 @@ func TestCompressed(t *testing.T) {
 	b := elftest.Build(secs)
 	_, rd = open(t, b)
 	_, err = rd.Funcs(elf.SHT_SYMTAB)
-	var ee *symtab.ELFError
+	var ee *elfsym.ELFError
 	if !errors.As(err, &ee) || !errors.Is(err, errs.ErrCorrupt) || !strings.Contains(err.Error(), "ch_size") || ee.Off <= 0 {
 		t.Fatalf("64 MiB from a %d-byte file: %v", len(b), err)
 	}
@@ -168,7 +168,7 @@ func TestCompressed(t *testing.T) {
 	shoff := int(binary.LittleEndian.Uint64(b[40:]))
 	fl := shoff + 64*shstrndx + 8
 	binary.LittleEndian.PutUint64(b[fl:], binary.LittleEndian.Uint64(b[fl:])|uint64(elf.SHF_COMPRESSED))
-	if err := symtab.CheckELF(bytes.NewReader(b), int64(len(b))); err == nil || !strings.Contains(err.Error(), "section name table") {
+	if err := elfsym.CheckELF(bytes.NewReader(b), int64(len(b))); err == nil || !strings.Contains(err.Error(), "section name table") {
 		t.Errorf("compressed .shstrtab: %v", err)
 	}
 }
@@ -191,13 +191,13 @@ func TestSectionNameBomb(t *testing.T) {
 	for i := 2; i <= 200; i++ {
 		copy(b[shoff+64*i:], b[shoff+64:shoff+64+4])
 	}
-	err := symtab.CheckELF(bytes.NewReader(b), int64(len(b)))
+	err := elfsym.CheckELF(bytes.NewReader(b), int64(len(b)))
 	if err == nil || !strings.Contains(err.Error(), "shared by many sections") {
 		t.Fatalf("CheckELF: %v", err)
 	}
-	name = strings.Repeat("n", symtab.MaxNameLen+1)
+	name = strings.Repeat("n", elfsym.MaxNameLen+1)
 	b = elftest.Build([]elftest.Section{{Name: name, Type: elf.SHT_PROGBITS}})
-	if err := symtab.CheckELF(bytes.NewReader(b), int64(len(b))); err == nil || !strings.Contains(err.Error(), "longer than") {
+	if err := elfsym.CheckELF(bytes.NewReader(b), int64(len(b))); err == nil || !strings.Contains(err.Error(), "longer than") {
 		t.Fatalf("CheckELF, long name: %v", err)
 	}
 }

@@ -1,4 +1,7 @@
-package symtab
+// Package elfsym reads the function symbols of ELF executables and
+// libraries with bounded cost, for the prologue scanner and the core
+// reader: see [ELFReader] and [CheckELF].
+package elfsym
 
 import (
 	"bytes"
