@@ -38,8 +38,8 @@ func loadWithExe(t *testing.T, what string, exe []byte) *core.Core {
 		co, err = core.Load("synth.core", bytes.NewReader(b), int64(len(b)), core.ObjectFile{Path: "hostile.elf", Data: exe})
 	})
 	t.Logf("%s: %v, %.1f MiB allocated", what, d.Round(time.Millisecond), float64(alloc)/(1<<20))
-	if d > 2*time.Second || alloc > 400<<20 {
-		t.Errorf("%s: %v and %d bytes allocated, want at most 2s and 400 MiB", what, d, alloc)
+	if d > raceSlowdown*2*time.Second || alloc > 400<<20 {
+		t.Errorf("%s: %v and %d bytes allocated, want at most %v and 400 MiB", what, d, alloc, raceSlowdown*2*time.Second)
 	}
 	if err != nil {
 		t.Fatal(err)
