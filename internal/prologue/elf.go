@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 
 	"github.com/unwindkit/unwindkit/internal/errs"
+	"github.com/unwindkit/unwindkit/internal/symtab/elfsym"
 )
 
 type section struct {
@@ -22,6 +24,7 @@ type Binary struct {
 	text   []section // executable sections, sorted by address
 	funcs  []Func
 	tables string // the symbol tables read: ".symtab", ".dynsym" or both
+	notes  []string
 }
 
 // ErrNotArm64 is returned for an ELF file of another machine.
@@ -155,6 +158,9 @@ func NewReader(name string, r io.ReaderAt, size int64) (*Binary, error) {
 			return nil, fileErr(name, size, "truncated: the %s [%#x, %#x) runs past the end of the file", t.what, t.off, end)
 		}
 	}
+	if err := elfsym.CheckELF(r, size); err != nil {
+		return nil, symErr(name, err)
+	}
 	f, err := elf.NewFile(io.NewSectionReader(r, 0, size))
 	if err != nil {
 		return nil, elfErr(name, size, err)
@@ -174,6 +180,16 @@ func elfErr(name string, size int64, err error) error {
 	return fileErr(name, -1, "corrupt ELF: %v", err)
 }
 
+// symErr turns an error of internal/symtab/elfsym's bounded reader into a
+// FileError.
+func symErr(name string, err error) error {
+	var se *elfsym.ELFError
+	if errors.As(err, &se) {
+		return fileErr(name, se.Off, "%s", se.Msg)
+	}
+	return fileErr(name, -1, "%v", err)
+}
+
 // New scans an already opened ELF file. Errors cannot name the file; use
 // [Open] or [NewReader] where a name is known.
 func New(f *elf.File) (*Binary, error) {
@@ -185,21 +201,31 @@ func New(f *elf.File) (*Binary, error) {
 
 // scanFile reads every executable section and the function symbols
 // (STT_FUNC and STT_GNU_IFUNC) of .symtab and .dynsym, each (name, address)
-// once, and scans them. A symbol without a size extends to the next symbol
-// or its section's end. size is the file's size, or -1 if unknown.
+// once, and scans them. A function's span is its symbol's size, or up to
+// its section's end when the size is 0, cut at the next function symbol's
+// address and at its section's end: spans never overlap, so the code
+// decoded in all is at most the text once (aliases of one address are
+// scanned together, the longest span once). Symbol tables and sections
+// are read with internal/symtab/elfsym's bounds (compressed sections, names
+// longer than elfsym.MaxNameLen). size is the file's size, or -1 if
+// unknown.
 func scanFile(name string, f *elf.File, size int64) (*Binary, error) {
 	b := &Binary{}
+	rd := elfsym.NewELFReader(f, size)
 	for _, s := range f.Sections {
 		if s.Type != elf.SHT_PROGBITS || s.Flags&elf.SHF_EXECINSTR == 0 || s.Size == 0 {
 			continue
 		}
-		if size >= 0 && (s.Offset > uint64(size) || s.Size > uint64(size)-s.Offset) {
+		if size >= 0 && (s.Offset > uint64(size) || s.FileSize > uint64(size)-s.Offset) {
 			return nil, fileErr(name, int64(min(s.Offset, uint64(size))),
-				"truncated: section %s [%#x, %#x) runs past the end of the file (%d bytes)", s.Name, s.Offset, s.Offset+s.Size, size)
+				"truncated: section %s [%#x, %#x) runs past the end of the file (%d bytes)", s.Name, s.Offset, s.Offset+s.FileSize, size)
 		}
-		data, err := s.Data()
+		if s.Flags&elf.SHF_COMPRESSED != 0 {
+			return nil, fileErr(name, int64(min(s.Offset, 1<<62)), "section %s: SHF_COMPRESSED executable code (compression applies only to non-allocated sections)", s.Name)
+		}
+		data, err := rd.Data(s)
 		if err != nil {
-			return nil, fileErr(name, int64(min(s.Offset, 1<<62)), "section %s: %v", s.Name, err)
+			return nil, symErr(name, fmt.Errorf("section %s: %w", s.Name, err))
 		}
 		b.text = append(b.text, section{addr: s.Addr, data: data})
 	}
@@ -210,25 +236,23 @@ func scanFile(name string, f *elf.File, size int64) (*Binary, error) {
 		addr uint64
 	}
 	seen := map[key]bool{}
-	var fs []elf.Symbol
+	var fs []elfsym.ELFSym
 	var tables []string
+	cut := 0
 	for _, t := range []struct {
 		name string
-		read func() ([]elf.Symbol, error)
-	}{{".symtab", f.Symbols}, {".dynsym", f.DynamicSymbols}} {
-		syms, err := t.read()
-		if errors.Is(err, elf.ErrNoSymbols) {
+		typ  elf.SectionType
+	}{{".symtab", elf.SHT_SYMTAB}, {".dynsym", elf.SHT_DYNSYM}} {
+		syms, err := rd.Funcs(t.typ)
+		if err != nil {
+			return nil, symErr(name, fmt.Errorf("symbol table %s: %w", t.name, err))
+		}
+		if syms == nil {
 			continue
 		}
-		if err != nil {
-			return nil, fileErr(name, -1, "symbol table %s: %v", t.name, err)
-		}
 		tables = append(tables, t.name)
-		for _, s := range syms {
-			typ := elf.ST_TYPE(s.Info)
-			if typ != elf.STT_FUNC && typ != sttGNUIFunc || s.Section == elf.SHN_UNDEF {
-				continue
-			}
+		cut += syms.Cut
+		for _, s := range syms.Funcs {
 			// .dynsym repeats .symtab's global functions, and a versioned
 			// symbol may be listed once per version: keep each once.
 			if k := (key{s.Name, s.Value}); !seen[k] {
@@ -244,36 +268,52 @@ func scanFile(name string, f *elf.File, size int64) (*Binary, error) {
 		}
 		return nil, &FileError{Path: name, Off: -1, Msg: msg, Err: ErrNoFuncSymbols}
 	}
+	if cut > 0 {
+		b.notes = append(b.notes, fmt.Sprintf("%d function names longer than %d bytes cut to %d", cut, elfsym.MaxNameLen, elfsym.MaxNameLen))
+	}
 	b.tables = joinTables(tables)
 	sort.SliceStable(fs, func(i, j int) bool { return fs[i].Value < fs[j].Value })
 	dec := decoder{}
-	type span struct{ addr, size uint64 }
-	scanned := map[span]Func{} // aliases: the same code scanned once
-	for i, s := range fs {
-		sec := b.section(s.Value)
-		if sec == nil {
+	overlaps := 0
+	// Each run fs[i:j] of one address is scanned together: its spans
+	// share their start, so one pass over the longest gives each one.
+	for i := 0; i < len(fs); {
+		j := i + 1
+		for j < len(fs) && fs[j].Value == fs[i].Value {
+			j++
+		}
+		addr := fs[i].Value
+		sec := b.section(addr)
+		if sec == nil { // not in the executable sections: not a function here
+			i = j
 			continue
 		}
-		off := s.Value - sec.addr
-		size := s.Size
-		if size == 0 {
-			size = uint64(len(sec.data)) - off
-			for j := i + 1; j < len(fs); j++ {
-				if fs[j].Value > s.Value {
-					size = min(size, fs[j].Value-s.Value)
-					break
+		off := addr - sec.addr
+		limit := uint64(len(sec.data)) - off // to the section's end
+		if j < len(fs) {
+			limit = min(limit, fs[j].Value-addr) // to the next symbol
+		}
+		sizes := make([]uint64, j-i)
+		for k := i; k < j; k++ {
+			sz := fs[k].Size
+			if sz == 0 || sz > limit {
+				if sz > limit && j < len(fs) && fs[j].Value-addr == limit {
+					overlaps++
 				}
+				sz = limit
 			}
+			sizes[k-i] = sz
 		}
-		size = min(size, uint64(len(sec.data))-off)
-		sp := span{s.Value, size}
-		fn, ok := scanned[sp]
-		if !ok {
-			fn = scanCode(s.Name, s.Value, sec.data[off:off+size], dec)
-			scanned[sp] = fn
+		got := scanSpans(addr, sec.data[off:off+slices.Max(sizes)], sizes, dec)
+		for k := i; k < j; k++ {
+			fn := got[k-i]
+			fn.Name = fs[k].Name
+			b.funcs = append(b.funcs, fn)
 		}
-		fn.Name = s.Name
-		b.funcs = append(b.funcs, fn)
+		i = j
+	}
+	if overlaps > 0 {
+		b.notes = append(b.notes, fmt.Sprintf("%d function symbols whose st_size runs over the next function symbol: their spans are cut there", overlaps))
 	}
 	return b, nil
 }
@@ -291,6 +331,11 @@ func joinTables(t []string) string {
 	}
 	return ""
 }
+
+// Notes says where the scan departed from the symbol tables: function
+// symbols whose st_size overlaps the next function (their spans are cut
+// at it), names longer than elfsym.MaxNameLen (cut to it).
+func (b *Binary) Notes() []string { return b.notes }
 
 // SymbolTables names the symbol tables the functions came from: ".symtab",
 // ".dynsym" or ".symtab and .dynsym".

@@ -80,7 +80,7 @@ func (k Key) String() string {
 type Func struct {
 	Name string
 	Addr uint64
-	Size uint64
+	Size uint64 // st_size (or to the next symbol), cut at the next function symbol and the section's end
 
 	SCSPush bool // has str x30, [x18], #8
 	SCSPop  bool // has ldr x30, [x18, #-8]!
@@ -194,110 +194,145 @@ func ScanCode(name string, addr uint64, code []byte) Func {
 
 // scanCode is ScanCode with a decoder shared across one binary's functions.
 func scanCode(name string, addr uint64, code []byte, dec decoder) Func {
-	f := Func{Name: name, Addr: addr, Size: uint64(len(code))}
-	n := len(code) / 4
-	pushAt, signAt := -1, -1
-	entry := true // still in the entry sequence of BTI and NOPs
-	spX29Pair := false
-	for i := range n {
-		w := binary.LittleEndian.Uint32(code[4*i:])
-		if i < 4 && w == insnMovX9LR {
-			f.FtraceMovX9 = true
-		}
-		switch w {
-		case insnSCSPush:
-			f.SCSPush = true
-			if pushAt < 0 {
-				pushAt = i
-			}
-			entry = false
-			continue
-		case insnSCSPop:
-			f.SCSPop = true
-			entry = false
-			continue
-		case insnRETAA:
-			f.setAuth(KeyA)
-			entry = false
-			continue
-		case insnRETAB:
-			f.setAuth(KeyB)
-			entry = false
-			continue
-		}
-		// The non-hint forms (pacia/pacib/autia/autib x30, Xn|SP and the
-		// zero-modifier paciza/autiza ...), which arm64asm does not decode:
-		// with SP as the modifier pacia x30, sp signs exactly as paciasp.
-		if pacDataProc(w) {
-			if sign, k, ok := pacX30(w); ok {
-				if sign {
-					f.setSign(k, i, &signAt)
-				} else {
-					f.setAuth(k)
-				}
-			}
-			entry = false
-			continue
-		}
-		d := dec.decode(w)
-		if callKind(w, d) {
-			f.Calls++
-			entry = false
-			continue
-		}
-		in, err := d.in, d.err
-		if err != nil {
-			f.Unknown++
-			entry = false
-			continue
-		}
-		switch in.Op {
-		case arm64asm.HINT:
-			h, _ := in.Args[0].(arm64asm.Imm_hint)
-			switch {
-			case h == hintPACIASP || h == hintPACIAZ:
-				f.setSign(KeyA, i, &signAt)
-			case h == hintPACIBSP || h == hintPACIBZ:
-				f.setSign(KeyB, i, &signAt)
-			case h == hintAUTIASP || h == hintAUTIAZ:
-				f.setAuth(KeyA)
-			case h == hintAUTIBSP || h == hintAUTIBZ:
-				f.setAuth(KeyB)
-			case h >= hintBTI && h <= hintBTI+6 && h%2 == 0:
-				// A landing pad anywhere in the entry run of BTI and NOPs:
-				// with -fpatchable-function-entry the NOPs may come first.
-				if entry {
-					f.BTI = true
-				}
-				continue // a landing pad keeps the entry sequence going
-			}
-			entry = false
-		case arm64asm.NOP:
-			if entry {
-				f.EntryNOPs++
-			}
-		case arm64asm.STP:
-			if isReg(in.Args[0], arm64asm.X29) && isReg(in.Args[1], arm64asm.X30) {
-				if m, ok := in.Args[2].(arm64asm.MemImmediate); ok && m.Base == arm64asm.RegSP(arm64asm.SP) &&
-					(m.Mode == arm64asm.AddrPreIndex || m.Mode == arm64asm.AddrOffset) {
-					spX29Pair = true
-				}
-			}
-			entry = false
-		case arm64asm.MOV, arm64asm.ADD:
-			// mov x29, sp or add x29, sp, #off after the pair store. Register
-			// 31 is sp only where the instruction reads it as sp (arm64asm
-			// types it RegSP); "mov x29, xzr" (orr) zeroes x29 instead.
-			if spX29Pair && isReg(in.Args[0], arm64asm.X29) && isSP(in.Args[1]) {
-				f.FrameRecord = true
-			}
-			entry = false
-		default:
-			entry = false
-		}
-	}
-	f.SignBeforePush = signAt >= 0 && pushAt >= 0 && signAt < pushAt
+	f := scanSpans(addr, code, []uint64{uint64(len(code))}, dec)[0]
+	f.Name = name
 	return f
+}
+
+// scanSpans scans the code at addr once for functions that all start at
+// addr, of the given sizes (at most len(code)): the scan is a pass over
+// the words, and each function is its state after its size.
+func scanSpans(addr uint64, code []byte, sizes []uint64, dec decoder) []Func {
+	order := make([]int, len(sizes))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return sizes[order[a]] < sizes[order[b]] })
+	out := make([]Func, len(sizes))
+	sc := scanner{f: Func{Addr: addr}, pushAt: -1, signAt: -1, entry: true}
+	i := 0
+	for _, k := range order {
+		for ; uint64(4*i+4) <= sizes[k]; i++ {
+			sc.step(i, binary.LittleEndian.Uint32(code[4*i:]), dec)
+		}
+		out[k] = sc.result(sizes[k])
+	}
+	return out
+}
+
+// scanner is the state of a scan after some words of a function.
+type scanner struct {
+	f              Func
+	pushAt, signAt int
+	entry          bool // still in the entry sequence of BTI and NOPs
+	spX29Pair      bool
+}
+
+// result returns the function of size bytes scanned so far.
+func (sc *scanner) result(size uint64) Func {
+	f := sc.f
+	f.Size = size
+	f.SignBeforePush = sc.signAt >= 0 && sc.pushAt >= 0 && sc.signAt < sc.pushAt
+	return f
+}
+
+// step scans word w, the i-th of the function.
+func (sc *scanner) step(i int, w uint32, dec decoder) {
+	f := &sc.f
+	if i < 4 && w == insnMovX9LR {
+		f.FtraceMovX9 = true
+	}
+	switch w {
+	case insnSCSPush:
+		f.SCSPush = true
+		if sc.pushAt < 0 {
+			sc.pushAt = i
+		}
+		sc.entry = false
+		return
+	case insnSCSPop:
+		f.SCSPop = true
+		sc.entry = false
+		return
+	case insnRETAA:
+		f.setAuth(KeyA)
+		sc.entry = false
+		return
+	case insnRETAB:
+		f.setAuth(KeyB)
+		sc.entry = false
+		return
+	}
+	// The non-hint forms (pacia/pacib/autia/autib x30, Xn|SP and the
+	// zero-modifier paciza/autiza ...), which arm64asm does not decode:
+	// with SP as the modifier pacia x30, sp signs exactly as paciasp.
+	if pacDataProc(w) {
+		if sign, k, ok := pacX30(w); ok {
+			if sign {
+				f.setSign(k, i, &sc.signAt)
+			} else {
+				f.setAuth(k)
+			}
+		}
+		sc.entry = false
+		return
+	}
+	d := dec.decode(w)
+	if callKind(w, d) {
+		f.Calls++
+		sc.entry = false
+		return
+	}
+	in, err := d.in, d.err
+	if err != nil {
+		f.Unknown++
+		sc.entry = false
+		return
+	}
+	switch in.Op {
+	case arm64asm.HINT:
+		h, _ := in.Args[0].(arm64asm.Imm_hint)
+		switch {
+		case h == hintPACIASP || h == hintPACIAZ:
+			f.setSign(KeyA, i, &sc.signAt)
+		case h == hintPACIBSP || h == hintPACIBZ:
+			f.setSign(KeyB, i, &sc.signAt)
+		case h == hintAUTIASP || h == hintAUTIAZ:
+			f.setAuth(KeyA)
+		case h == hintAUTIBSP || h == hintAUTIBZ:
+			f.setAuth(KeyB)
+		case h >= hintBTI && h <= hintBTI+6 && h%2 == 0:
+			// A landing pad anywhere in the entry run of BTI and NOPs:
+			// with -fpatchable-function-entry the NOPs may come first.
+			if sc.entry {
+				f.BTI = true
+			}
+			return // a landing pad keeps the entry sequence going
+		}
+		sc.entry = false
+	case arm64asm.NOP:
+		if sc.entry {
+			f.EntryNOPs++
+		}
+	case arm64asm.STP:
+		if isReg(in.Args[0], arm64asm.X29) && isReg(in.Args[1], arm64asm.X30) {
+			if m, ok := in.Args[2].(arm64asm.MemImmediate); ok && m.Base == arm64asm.RegSP(arm64asm.SP) &&
+				(m.Mode == arm64asm.AddrPreIndex || m.Mode == arm64asm.AddrOffset) {
+				sc.spX29Pair = true
+			}
+		}
+		sc.entry = false
+	case arm64asm.MOV, arm64asm.ADD:
+		// mov x29, sp or add x29, sp, #off after the pair store. Register
+		// 31 is sp only where the instruction reads it as sp (arm64asm
+		// types it RegSP); "mov x29, xzr" (orr) zeroes x29 instead.
+		if sc.spX29Pair && isReg(in.Args[0], arm64asm.X29) && isSP(in.Args[1]) {
+			f.FrameRecord = true
+		}
+		sc.entry = false
+	default:
+		sc.entry = false
+	}
 }
 
 // isReg reports whether a is register r, whether arm64asm typed it as a

@@ -202,6 +202,12 @@ type ObjectFile struct {
 // notes, the executable's and libraries' symbols and the segments holding
 // each thread's sp, x29 and x18 are read now; other segments when an
 // unwind first needs them, so r must stay readable while the Core is used.
+//
+// An object that is not a 64-bit little-endian ELF file, or whose symbol
+// tables exceed the readers' bounds (a section compressed to more than 8
+// times the object's size plus 32 MiB, a table outside the file), is a
+// warning in [Core.Warnings], not an error: its frames are then shown as
+// addresses. Names longer than 4096 bytes are cut to 4096, with a warning.
 func Load(name string, r io.ReaderAt, size int64, objs ...ObjectFile) (*Core, error) {
 	f, err := elfcore.Parse(name, r, size, false)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"path"
 	"sort"
 
+	"github.com/unwindkit/unwindkit/internal/symtab/elfsym"
 	"github.com/unwindkit/unwindkit/unwind"
 )
 
@@ -45,13 +46,13 @@ func (c *Core) loadObjects(objs []ObjectFile) {
 	}
 	if len(objs) > 0 {
 		exe := objs[0]
-		ef, err := elf.NewFile(bytes.NewReader(exe.Data))
+		ef, err := openObject(exe.Data)
 		if err != nil {
 			c.warnf("executable %s: %v", exe.Path, err)
 		} else {
 			obj := Object{Path: exe.Path, File: exe.Path}
 			obj.Bias, obj.BiasFrom = c.exeBias(ef)
-			s := funcSymbols(ef, obj.Bias)
+			s := c.funcSymbols("executable", exe, ef, obj.Bias)
 			obj.Symbols = len(s)
 			syms = append(syms, s...)
 			c.Objects = append(c.Objects, obj)
@@ -65,7 +66,7 @@ func (c *Core) loadObjects(objs []ObjectFile) {
 					lo.BiasFrom = "NT_FILE mapping of file offset 0"
 				}
 				if o != nil {
-					if lf, err := elf.NewFile(bytes.NewReader(o.Data)); err == nil {
+					if lf, err := openObject(o.Data); err == nil {
 						lo.File = o.Path
 						if lm.fromFile {
 							// The mapping of offset 0 starts at the
@@ -73,7 +74,7 @@ func (c *Core) loadObjects(objs []ObjectFile) {
 							// link-time address.
 							lo.Bias -= firstLoadPage(lf)
 						}
-						s := funcSymbols(lf, lo.Bias)
+						s := c.funcSymbols("library", *o, lf, lo.Bias)
 						lo.Symbols = len(s)
 						syms = append(syms, s...)
 					} else {
@@ -230,16 +231,44 @@ func (c *Core) cstring(addr uint64) string {
 	return ""
 }
 
+// openObject checks an object's section headers against what debug/elf
+// would read without a bound (elfsym.CheckELF), then opens it.
+func openObject(b []byte) (*elf.File, error) {
+	if err := elfsym.CheckELF(bytes.NewReader(b), int64(len(b))); err != nil {
+		return nil, err
+	}
+	return elf.NewFile(bytes.NewReader(b))
+}
+
 // funcSymbols returns ef's function symbols (.symtab, else .dynsym) moved
-// by bias, with sizes from the next symbol where the size is 0.
-func funcSymbols(ef *elf.File, bias uint64) []unwind.Symbol {
-	ss, err := ef.Symbols()
-	if err != nil || len(ss) == 0 {
-		ss, _ = ef.DynamicSymbols()
+// by bias, with sizes from the next symbol where the size is 0. The
+// tables are read with internal/symtab/elfsym's bounds: a table that breaks
+// them (a compressed section inflating past its budget, a table outside
+// the file) is a warning naming the object (what is the executable or a
+// library), and so are names cut to elfsym.MaxNameLen.
+func (c *Core) funcSymbols(what string, o ObjectFile, ef *elf.File, bias uint64) []unwind.Symbol {
+	rd := elfsym.NewELFReader(ef, int64(len(o.Data)))
+	var t *elfsym.ELFTable
+	for _, typ := range []elf.SectionType{elf.SHT_SYMTAB, elf.SHT_DYNSYM} {
+		tt, err := rd.Funcs(typ)
+		if err != nil {
+			c.warnf("%s %s: %v: %s symbols not read", what, o.Path, err, typ)
+			continue
+		}
+		if tt != nil && len(tt.Funcs) > 0 {
+			t = tt
+			break
+		}
+	}
+	if t == nil {
+		return nil
+	}
+	if t.Cut > 0 {
+		c.warnf("%s %s: %d names in %s longer than %d bytes cut to %d", what, o.Path, t.Cut, t.Name, elfsym.MaxNameLen, elfsym.MaxNameLen)
 	}
 	var out []unwind.Symbol
-	for _, s := range ss {
-		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0 || s.Section == elf.SHN_UNDEF {
+	for _, s := range t.Funcs {
+		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0 {
 			continue
 		}
 		out = append(out, unwind.Symbol{Name: s.Name, Addr: s.Value + bias, Size: s.Size})

@@ -1,9 +1,11 @@
 package core
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/internal/errs"
 	"github.com/unwindkit/unwindkit/internal/mem"
 	"github.com/unwindkit/unwindkit/scs"
 	"github.com/unwindkit/unwindkit/unwind"
@@ -31,11 +33,15 @@ func (c *Core) Frames(t *Thread, method unwind.Method) ([]unwind.Frame, error) {
 	switch method {
 	case unwind.MethodSCS:
 		if !t.HasSCS {
-			return nil, fmt.Errorf("core: thread %d: %s: %w", t.PID, t.SCSNote, unwind.ErrNotSupported)
+			return nil, fmt.Errorf("core: %s: thread %d: %s: %w", c.Path, t.PID, t.SCSNote, unwind.ErrNotSupported)
 		}
 		r, err := c.mem.ensure(t.SCSBase)
-		if err != nil || r == nil {
-			return nil, fmt.Errorf("core: thread %d: shadow call stack at %#x not loaded: %v", t.PID, t.SCSBase, err)
+		if err != nil {
+			return nil, c.walkErr(t, "shadow call stack copy: load its segment", err)
+		}
+		if r == nil {
+			return nil, fmt.Errorf("core: %s: thread %d: shadow call stack at %#x in no writable segment the core holds: %w",
+				c.Path, t.PID, t.SCSBase, ErrNotHeld)
 		}
 		var data []byte // the shadow stack's bytes from SCSBase on
 		if t.SCSBase >= r.Base && t.SCSBase <= r.End() {
@@ -45,7 +51,7 @@ func (c *Core) Frames(t *Thread, method unwind.Method) ([]unwind.Frame, error) {
 		var out []unwind.Frame
 		for f, err := range scs.Frames(&v) {
 			if err != nil {
-				return out, err
+				return out, c.walkErr(t, "shadow call stack copy", err)
 			}
 			out = append(out, unwind.Frame{PC: f.PC, Raw: f.Raw, Symbol: c.sym.Name(f.PC), Origin: unwind.OriginSCS})
 		}
@@ -58,14 +64,39 @@ func (c *Core) Frames(t *Thread, method unwind.Method) ([]unwind.Frame, error) {
 			out, n, err := c.walkFP(t)
 			if addr, ok := c.mem.missing(err, n); ok && try < 16 {
 				if _, lerr := c.mem.ensure(addr); lerr != nil {
-					return out, lerr
+					return out, c.walkErr(t, "frame-record walk: load a segment", lerr)
 				}
 				continue
 			}
-			return out, err
+			return out, c.walkErr(t, "frame-record walk", err)
 		}
 	}
-	return nil, fmt.Errorf("core: unknown method %v", method)
+	return nil, fmt.Errorf("core: %s: thread %d: unknown method %v", c.Path, t.PID, method)
+}
+
+// walkErr says where an unwind of thread t failed: the core file, the
+// thread and the technique (what), and for corruption found at an
+// address (an *errs.CorruptError) the segment holding that address and
+// its offset in the file. It wraps err, so errors.Is finds the sentinels
+// (ErrCorrupt, ErrNotHeld, ...) and errors.As the CorruptError. nil
+// stays nil.
+func (c *Core) walkErr(t *Thread, what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	where := ""
+	var ce *errs.CorruptError
+	if errors.As(err, &ce) {
+		where = " (address in no segment of the core)"
+		if p, ok := c.f.Find(ce.Addr); ok {
+			if off := ce.Addr - p.VAddr; off < p.FileSz {
+				where = fmt.Sprintf(" (segment %d, file offset %#x)", p.Index, p.Off+off)
+			} else {
+				where = fmt.Sprintf(" (segment %d, beyond the %#x bytes the file holds of it)", p.Index, p.FileSz)
+			}
+		}
+	}
+	return fmt.Errorf("core: %s: thread %d: %s%s: %w", c.Path, t.PID, what, where, err)
 }
 
 // walkFP walks t's frame records over the segments loaded.

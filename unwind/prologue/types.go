@@ -29,7 +29,10 @@ func (k Key) String() string {
 // FuncShape is what the scanner found in one function.
 type FuncShape struct {
 	// Name, Addr and Size are the function's symbol: its code is
-	// [Addr, Addr+Size).
+	// [Addr, Addr+Size). Size is the symbol's st_size (to the next
+	// symbol when 0), cut at the next function symbol and at its
+	// section's end, so spans never overlap (Binary.Notes counts the
+	// cuts).
 	Name string
 	Addr uint64
 	Size uint64
@@ -137,3 +140,9 @@ func (b *Binary) CallBefore(ret uint64) (CallSite, error) {
 // SymbolTables names the symbol tables the functions came from: ".symtab",
 // ".dynsym" or ".symtab and .dynsym".
 func (b *Binary) SymbolTables() string { return b.b.SymbolTables() }
+
+// Notes says where the scan departed from the file's symbol tables:
+// function symbols whose st_size runs over the next function symbol
+// (their spans are cut at it, so no code is scanned twice), and names
+// longer than 4096 bytes (cut to 4096).
+func (b *Binary) Notes() []string { return b.b.Notes() }
