@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/unwindkit/unwindkit/internal/needs"
 )
 
 // Expected values below were worked out by hand from the rule "every PAC
@@ -223,10 +225,7 @@ func TestStripInlinable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the compiler")
 	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go tool in PATH")
-	}
+	goTool := needs.Go(t)
 	out, err := exec.Command(goTool, "build", "-gcflags=-m", ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build -gcflags=-m: %v\n%s", err, out)

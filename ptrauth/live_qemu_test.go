@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/unwindkit/unwindkit/internal/needs"
 )
 
 // idRegsC reads the ID registers from EL0. Linux (and qemu-aarch64, which
@@ -32,11 +34,9 @@ func TestFromRegistersLiveQEMU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a cross compiler and qemu-aarch64")
 	}
-	cc, err1 := exec.LookPath("aarch64-linux-gnu-gcc")
-	qemu, err2 := exec.LookPath("qemu-aarch64")
-	if err1 != nil || err2 != nil {
-		t.Skip("needs aarch64-linux-gnu-gcc and qemu-aarch64")
-	}
+	cc := needs.Tool(t, "aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu")
+	needs.File(t, "/usr/aarch64-linux-gnu/lib/libc.a", "libc6-dev-arm64-cross") // -static
+	qemu := needs.Tool(t, "qemu-aarch64", "qemu-user")
 	dir := t.TempDir()
 	src, bin := filepath.Join(dir, "idregs.c"), filepath.Join(dir, "idregs")
 	if err := os.WriteFile(src, []byte(idRegsC), 0o644); err != nil {

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/unwindkit/unwindkit/internal/needs"
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
 
@@ -118,10 +118,9 @@ func TestSaveInlines(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command")
 	}
-	goCmd := runtime.GOROOT() + "/bin/go"
-	out, err := exec.Command(goCmd, "build", "-gcflags=-m", ".").CombinedOutput()
+	out, err := exec.Command(needs.Go(t), "build", "-gcflags=-m", ".").CombinedOutput()
 	if err != nil {
-		t.Skipf("go build -gcflags=-m: %v\n%s", err, out)
+		t.Fatalf("go build -gcflags=-m: %v\n%s", err, out)
 	}
 	s := string(out)
 	if !strings.Contains(s+"\n", "can inline Save\n") {

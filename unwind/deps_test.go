@@ -2,11 +2,11 @@ package unwind_test
 
 import (
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/unwindkit/unwindkit/internal/needs"
 )
 
 const module = "github.com/unwindkit/unwindkit"
@@ -14,11 +14,7 @@ const module = "github.com/unwindkit/unwindkit"
 // goList returns the packages pkg links (go list -deps), itself included.
 func goList(t *testing.T, pkg string) []string {
 	t.Helper()
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	out, err := exec.Command(gobin, "list", "-deps", "-f", "{{.ImportPath}}", pkg).Output()
+	out, err := exec.Command(needs.Go(t), "list", "-deps", "-f", "{{.ImportPath}}", pkg).Output()
 	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
 			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, ee.Stderr)

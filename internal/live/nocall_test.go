@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/unwindkit/unwindkit/internal/needs"
 )
 
 // The walk loops must make no call (see "Stack moves" in walk.go): a call
@@ -21,10 +23,7 @@ func TestWalkLoopsCallNothing(t *testing.T) {
 	if !Supported {
 		t.Skip("no frame pointers")
 	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go tool to compile the package with -S")
-	}
+	goTool := needs.Go(t)
 	// Compile this package as this test binary was compiled, printing
 	// its assembly.
 	gcflags := ""

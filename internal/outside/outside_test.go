@@ -11,10 +11,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/unwindkit/unwindkit/internal/needs"
 )
 
 // program is the outside module's main package. It imports every public
@@ -205,10 +206,7 @@ kernel: el1h_64_irq_handler`
 // uses the checkout's go.sum and the requirements of its go.mod, so it
 // needs no network with a filled module cache; CI's -mod=mod is honoured.
 func TestOutsideModule(t *testing.T) {
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go") // the toolchain running this test
-	if _, err := os.Stat(goTool); err != nil {
-		t.Fatalf("no go tool at %s: %v", goTool, err)
-	}
+	goTool := needs.Go(t) // the toolchain running this test
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)

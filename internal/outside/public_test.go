@@ -8,10 +8,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/unwindkit/unwindkit/internal/needs"
 )
 
 const module = "github.com/unwindkit/unwindkit"
@@ -37,7 +38,7 @@ func public(path string) bool {
 }
 
 // goTool is the go command of the toolchain running this test.
-func goTool() string { return filepath.Join(runtime.GOROOT(), "bin", "go") }
+func goTool(t testing.TB) string { return needs.Go(t) }
 
 // publicPackages maps each public package of the checkout to the names of
 // the internal packages it imports directly: the only internal names its
@@ -47,7 +48,7 @@ func goTool() string { return filepath.Join(runtime.GOROOT(), "bin", "go") }
 // one.
 func publicPackages(t *testing.T) map[string][]string {
 	t.Helper()
-	out, err := exec.Command(goTool(), "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"/...").Output()
+	out, err := exec.Command(goTool(t), "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
@@ -83,7 +84,7 @@ func TestDocMentionsNoInternal(t *testing.T) {
 			continue // it cannot mention what it does not import
 		}
 		mention := regexp.MustCompile(`\b(` + strings.Join(internals, "|") + `)\.[A-Z]`)
-		out, err := exec.Command(goTool(), "doc", "-all", p).CombinedOutput()
+		out, err := exec.Command(goTool(t), "doc", "-all", p).CombinedOutput()
 		if err != nil {
 			t.Errorf("go doc -all %s: %v\n%s", p, err, out)
 			continue

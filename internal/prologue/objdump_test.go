@@ -5,20 +5,27 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/unwindkit/unwindkit/internal/needs"
 )
 
 // The system libraries of Debian's arm64 cross packages: libc6-arm64-cross,
 // libstdc++6-arm64-cross and libgcc-s1-arm64-cross. All have .dynsym only.
 const crossLib = "/usr/aarch64-linux-gnu/lib"
 
-var objdumpLibs = []string{"libc.so.6", "ld-linux-aarch64.so.1", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1"}
+var objdumpLibs = []struct{ name, pkg string }{
+	{"libc.so.6", "libc6-arm64-cross"},
+	{"ld-linux-aarch64.so.1", "libc6-arm64-cross"},
+	{"libm.so.6", "libc6-arm64-cross"},
+	{"libstdc++.so.6", "libstdc++6-arm64-cross"},
+	{"libgcc_s.so.1", "libgcc-s1-arm64-cross"},
+}
 
 // objdumpLine is one disassembled instruction: "  addr:\tword \tmnemonic\toperands".
 var objdumpLine = regexp.MustCompile(`^ *([0-9a-f]+):\t([0-9a-f]{8}) \t([^\t]+)\t?([^<\n]*)`)
@@ -148,23 +155,18 @@ type objdumpCounts struct {
 // be equal. The symbols are read here with debug/elf, not through the
 // scanner, and each file is disassembled once and sliced by address.
 func TestObjdump(t *testing.T) {
-	objdump, err := exec.LookPath("aarch64-linux-gnu-objdump")
-	if err != nil {
-		t.Skip("aarch64-linux-gnu-objdump not installed (Debian package binutils-aarch64-linux-gnu)")
-	}
+	objdump := needs.Tool(t, "aarch64-linux-gnu-objdump", "binutils-aarch64-linux-gnu")
 	committed, err := filepath.Glob(binDir + "/*.[es][lo]*")
 	if err != nil || len(committed) < 10 {
 		t.Fatalf("committed binaries: %v, %v", committed, err)
 	}
 	var table strings.Builder
 	for _, lib := range objdumpLibs {
-		path := filepath.Join(crossLib, lib)
-		t.Run(lib, func(t *testing.T) {
-			if _, err := os.Stat(path); err != nil {
-				t.Fatalf("%v (Debian packages libc6-arm64-cross, libstdc++6-arm64-cross, libgcc-s1-arm64-cross)", err)
-			}
+		path := filepath.Join(crossLib, lib.name)
+		t.Run(lib.name, func(t *testing.T) {
+			needs.File(t, path, lib.pkg)
 			c := compareObjdump(t, objdump, path)
-			fmt.Fprintf(&table, "| `%s` | %s |\n", lib, c)
+			fmt.Fprintf(&table, "| `%s` | %s |\n", lib.name, c)
 		})
 	}
 	var all objdumpCounts

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/unwindkit/unwindkit/internal/needs"
 	"github.com/unwindkit/unwindkit/unwind/core"
 )
 
@@ -17,13 +18,10 @@ import (
 // against its live output. CI installs gdb-multiarch (.ci/run); without it
 // the test is skipped.
 func TestGDBLive(t *testing.T) {
-	gdb, err := exec.LookPath("gdb-multiarch")
-	if err != nil {
-		t.Skip("gdb-multiarch not installed")
-	}
 	if testing.Short() {
 		t.Skip("runs gdb 16 times")
 	}
+	gdb := needs.Tool(t, "gdb-multiarch", "gdb-multiarch")
 	tmp := t.TempDir()
 	for _, c := range captures(t) {
 		if c.cpu != "nopauth" {
