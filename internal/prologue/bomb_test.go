@@ -47,7 +47,7 @@ const (
 	insnBL  = 0x94000000 // bl .
 )
 
-func words(n int, w uint32) []byte {
+func repeatWord(n int, w uint32) []byte {
 	b := make([]byte, 4*n)
 	for i := range n {
 		binary.LittleEndian.PutUint32(b[4*i:], w)
@@ -63,7 +63,7 @@ func sharedNameExec(n, nameLen int) []byte {
 		syms = append(syms, elftest.Sym(1, elftest.Func, 1, 0x400000+uint64(4*i), 4)...)
 	}
 	strtab := append(append([]byte{0}, bytes.Repeat([]byte{'a'}, nameLen)...), 0)
-	return elftest.Exec(0x400000, words(n, insnRet), syms, strtab)
+	return elftest.Exec(0x400000, repeatWord(n, insnRet), syms, strtab)
 }
 
 // TestBombSharedName: a 300 KB .symtab of 12,500 functions sharing one
@@ -93,7 +93,7 @@ func TestBombSharedName(t *testing.T) {
 // before inflating, and the file is refused, naming it, the section and
 // the offset.
 func TestBombCompressed(t *testing.T) {
-	secs := elftest.Sections(0x400000, words(4, insnRet), nil, []byte("\x00f\x00"))
+	secs := elftest.Sections(0x400000, repeatWord(4, insnRet), nil, []byte("\x00f\x00"))
 	secs[1].Compressed, secs[1].ChSize, secs[1].Data = true, 128<<20, elftest.ZlibZeros(128)
 	b := elftest.Build(secs)
 	var err error
@@ -116,7 +116,7 @@ func TestBombOverlapping(t *testing.T) {
 	for i := range n {
 		syms = append(syms, elftest.Sym(1, elftest.Func, 1, 0x400000+uint64(4*i), 1<<30)...)
 	}
-	b := elftest.Exec(0x400000, words(n, insnBL), syms, []byte("\x00f\x00"))
+	b := elftest.Exec(0x400000, repeatWord(n, insnBL), syms, []byte("\x00f\x00"))
 	var bin *Binary
 	var err error
 	d, alloc := measure(func() { bin, err = NewReader("overlap.elf", bytes.NewReader(b), int64(len(b))) })
@@ -151,7 +151,7 @@ func TestBombAliases(t *testing.T) {
 		syms = append(syms, elftest.Sym(uint32(len(strtab)), elftest.Func, 1, 0x400000, 4*uint64(n-i))...)
 		strtab = fmt.Appendf(strtab, "f%d\x00", i)
 	}
-	b := elftest.Exec(0x400000, words(n, insnBL), syms, strtab)
+	b := elftest.Exec(0x400000, repeatWord(n, insnBL), syms, strtab)
 	var bin *Binary
 	var err error
 	d, alloc := measure(func() { bin, err = NewReader("aliases.elf", bytes.NewReader(b), int64(len(b))) })
