@@ -71,7 +71,7 @@ func (v *View) frames(yield func(Frame, error) bool) {
 		return
 	}
 	if v.N < 1 || v.N > len(v.Segs) {
-		yield(Frame{}, errs.Corruptf(errs.RuleBadSCSView, uint64(v.N), "%d segments", v.N))
+		yield(Frame{}, errs.Corruptf(RuleBadSCSView, uint64(v.N), "%d segments", v.N))
 		return
 	}
 	m := v.Layout.InsnMasks()

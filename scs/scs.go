@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/unwindkit/unwindkit/fault"
 	"github.com/unwindkit/unwindkit/internal/errs"
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
@@ -39,33 +40,16 @@ var (
 )
 
 // CorruptError describes one piece of corrupt shadow-stack state: the
-// rule that was broken, the address where it was found, and detail.
-// errors.As with a *CorruptError matches every corruption error of
-// unwindkit (this package's and the others'), and errors.Is(err,
-// [ErrCorrupt]) holds for it:
+// rule that was broken, the address where it was found (the slot, the base
+// or the x18 value the rule is about), and detail (the context, the
+// stack's bounds). It is [fault.CorruptError], the one type of every
+// unwindkit package, so errors.As with a *CorruptError matches every
+// corruption error of unwindkit (this package's and the others'), and
+// errors.Is(err, [ErrCorrupt]) holds for it:
 //
 //	var ce *scs.CorruptError
 //	if errors.As(err, &ce) && ce.Rule == scs.RuleSCSEndMagicOverwritten { ... }
-type CorruptError struct {
-	// Rule is the broken rule: one of the Rule constants of this package
-	// (for errors from other unwindkit packages, one of theirs).
-	Rule string
-	// Addr is where the corruption was found: the slot, the base or the
-	// x18 value the rule is about.
-	Addr uint64
-	// Detail is optional extra context (the context, the stack's bounds).
-	Detail string
-}
-
-// Error implements error, in the same words as every unwindkit package.
-func (e *CorruptError) Error() string {
-	return (&errs.CorruptError{Rule: e.Rule, Addr: e.Addr, Detail: e.Detail}).Error()
-}
-
-// Unwrap returns [ErrCorrupt].
-func (e *CorruptError) Unwrap() error { return ErrCorrupt }
-
-func init() { errs.RegisterAs[CorruptError]() }
+type CorruptError = fault.CorruptError
 
 // Policy selects where the entry code keeps the interrupted x18.
 type Policy uint8

@@ -271,22 +271,22 @@ func (s *Segment) err() error {
 	_, bad := s.check()
 	switch bad {
 	case segNoMemory:
-		return errs.Corruptf(errs.RuleSCSRegionMissing, s.Top, "%s context", s.Context)
+		return errs.Corruptf(RuleSCSRegionMissing, s.Top, "%s context", s.Context)
 	case segMisalignedBase:
-		return errs.Corruptf(errs.RuleMisalignedSCSBase, s.Base, "%s context", s.Context)
+		return errs.Corruptf(RuleMisalignedSCSBase, s.Base, "%s context", s.Context)
 	case segOutside:
-		return errs.Corruptf(errs.RuleSCSOutsideRegion, s.Base, "%s context, %d bytes, memory of %d bytes", s.Context, s.Size, s.memSize())
+		return errs.Corruptf(RuleSCSOutsideRegion, s.Base, "%s context, %d bytes, memory of %d bytes", s.Context, s.Size, s.memSize())
 	case segTooSmall:
-		return errs.Corruptf(errs.RuleSCSTooSmallForEndMagic, s.Base, "%s context", s.Context)
+		return errs.Corruptf(RuleSCSTooSmallForEndMagic, s.Base, "%s context", s.Context)
 	case segMagic:
 		at := s.limit()
-		return errs.Corruptf(errs.RuleSCSEndMagicOverwritten, at, "%s context: %#x", s.Context, s.word(int((at-s.Base)/8)))
+		return errs.Corruptf(RuleSCSEndMagicOverwritten, at, "%s context: %#x", s.Context, s.word(int((at-s.Base)/8)))
 	case segMisalignedTop:
-		return errs.Corruptf(errs.RuleMisalignedSCSPointer, s.Top, "%s context (from %s)", s.Context, s.TopFrom)
+		return errs.Corruptf(RuleMisalignedSCSPointer, s.Top, "%s context (from %s)", s.Context, s.TopFrom)
 	case segTopBelow:
-		return errs.Corruptf(errs.RuleSCSPointerBelowBase, s.Top, "%s context (from %s), base %#x", s.Context, s.TopFrom, s.Base)
+		return errs.Corruptf(RuleSCSPointerBelowBase, s.Top, "%s context (from %s), base %#x", s.Context, s.TopFrom, s.Base)
 	case segTopOutside:
-		return errs.Corruptf(errs.RuleSCSPointerOutsideRegion, s.Top, "%s context (from %s), stack [%#x, %#x)", s.Context, s.TopFrom, s.Base, s.limit())
+		return errs.Corruptf(RuleSCSPointerOutsideRegion, s.Top, "%s context (from %s), stack [%#x, %#x)", s.Context, s.TopFrom, s.Base, s.limit())
 	}
 	return nil
 }
@@ -559,7 +559,7 @@ func (v *View) saveFrom(store []uint64, n, skip, first int) (int, error) {
 //go:noinline
 func (v *View) fail(n, i int) (int, error) {
 	if i < 0 {
-		return 0, errs.Corruptf(errs.RuleBadSCSView, uint64(v.N), "%d segments", v.N)
+		return 0, errs.Corruptf(RuleBadSCSView, uint64(v.N), "%d segments", v.N)
 	}
 	if v.changed(i + 1) {
 		return 0, ErrChanged

@@ -31,6 +31,7 @@ import (
 	"strings"
 
 	"github.com/unwindkit/unwindkit/depot"
+	"github.com/unwindkit/unwindkit/fault"
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/percpu"
 	"github.com/unwindkit/unwindkit/ptrauth"
@@ -103,6 +104,9 @@ func scsCopy() {
 	_, err = scs.Save(&v, store, 0)
 	var ce *scs.CorruptError
 	fmt.Println("scs: magic overwritten:", errors.As(err, &ce) && ce.Rule == scs.RuleSCSEndMagicOverwritten)
+	// Every package's CorruptError is package fault's: one type.
+	var uce *unwind.CorruptError = ce
+	fmt.Println("scs: fault rule:", uce.Rule == fault.RuleSCSEndMagicOverwritten && errors.Is(err, fault.ErrCorrupt))
 
 	// The model's machine pushes real return addresses onto its shadow
 	// stack; the SCS copy and the FP walk of the same CPU agree.
@@ -191,6 +195,7 @@ func check(err error) {
 const want = `fp: 4 frames, end final, err <nil>, [0x400000 0x400003 0x400002 0x400001]
 scs: 3 entries, err <nil>, [0xffff80008000000c 0xffff800080000008 0xffff800080000004]
 scs: magic overwritten: true
+scs: fault rule: true
 machine: SCS 2 frames, FP 2 frames, equal true
 depot: same handle true, [0x400003 0x400002 0x400001]
 percpu: 0 7
