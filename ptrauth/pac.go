@@ -69,12 +69,6 @@ const (
 	KeyGA
 )
 
-// KeyA and KeyB are the instruction keys under their older names.
-const (
-	KeyA = KeyIA // APIAKey
-	KeyB = KeyIB // APIBKey
-)
-
 // String returns "IA", "IB", "DA", "DB" or "GA".
 func (k KeyID) String() string {
 	switch k {

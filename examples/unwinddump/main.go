@@ -50,7 +50,7 @@ func main() {
 }
 
 func dump(w io.Writer, path string) error {
-	s, err := snapshot.OpenSnapshot(path)
+	s, err := snapshot.Open(path)
 	if err != nil {
 		return err
 	}

@@ -113,7 +113,7 @@ func scsCopy() {
 	cfg := machine.DefaultConfig()
 	cfg.PAC = true
 	cfg.Funcs = []machine.Func{{Name: "outer", Calls: []string{"inner"}}, {Name: "inner"}}
-	m, err := machine.NewMachine(cfg)
+	m, err := machine.New(cfg)
 	check(err)
 	t, err := m.NewTask("outside", "outer")
 	check(err)
@@ -161,7 +161,7 @@ func main() {
 	fmt.Println("live:", names[0], n == runtime.Callers(1, pcs))
 
 	// Captures: each loader rejects an empty file with an error, not a panic.
-	_, err = snapshot.LoadSnapshot(strings.NewReader(""))
+	_, err = snapshot.Load(strings.NewReader(""))
 	fmt.Println("snapshot: error", err != nil)
 	_, err = core.Load("empty", bytes.NewReader(nil), 0)
 	fmt.Println("core: error", err != nil)

@@ -12,7 +12,7 @@
 // stack regions, x18 inside the shadow call stack) and reports a broken
 // rule with an error that names the field.
 //
-// The unwind package wraps Load as unwind.LoadSnapshot.
+// Package unwind/snapshot wraps Load as snapshot.Load.
 package snapshot
 
 import (

@@ -85,12 +85,12 @@ func (c *CPU) sourceInto(src *unwind.Source, p *pubState, method unwind.Method, 
 		}
 	}
 	if p.task == nil {
-		return fmt.Errorf("unwind: cpu%d has no task", c.id)
+		return fmt.Errorf("machine: cpu%d has no task", c.id)
 	}
 	switch method {
 	case unwind.MethodSCS:
 		if !m.cfg.SCS {
-			return fmt.Errorf("unwind: shadow call stack copy: %w", unwind.ErrNotSupported)
+			return fmt.Errorf("machine: shadow call stack copy: %w", unwind.ErrNotSupported)
 		}
 		var v scs.View
 		if err := m.scs.ViewInto(c.id, &v); err != nil {
@@ -100,7 +100,7 @@ func (c *CPU) sourceInto(src *unwind.Source, p *pubState, method unwind.Method, 
 		src.SetSCS(&v, unwind.SourceOptions{Symbolizer: m.sym, Skip: opts.Skip})
 	case unwind.MethodFP:
 		if !m.cfg.FramePointers {
-			return fmt.Errorf("unwind: frame-pointer walk: %w", unwind.ErrNotSupported)
+			return fmt.Errorf("machine: frame-pointer walk: %w", unwind.ErrNotSupported)
 		}
 		t := p.task
 		fc := m.fpMem // the model's memory, read atomically
@@ -121,7 +121,7 @@ func (c *CPU) sourceInto(src *unwind.Source, p *pubState, method unwind.Method, 
 		}
 		src.SetFP(&fc, unwind.SourceOptions{Symbolizer: m.sym, Skip: 1 + opts.Skip})
 	default:
-		return fmt.Errorf("unwind: unknown method %v", method)
+		return fmt.Errorf("machine: unknown method %v", method)
 	}
 	return nil
 }

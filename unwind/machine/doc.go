@@ -1,5 +1,5 @@
 // Package machine is unwindkit's model of an arm64 Linux system, built to
-// hold both unwinders to a ground truth: a [Machine] (NewMachine, [Config])
+// hold both unwinders to a ground truth: a [Machine] (New, [Config])
 // with CPUs, tasks and a text region of real A64 instructions. Every
 // declared [Func] gets the prologue and epilogue a compiler emits for its
 // shape (paciasp, the shadow call stack push "str x30, [x18], #8",
