@@ -10,46 +10,30 @@ import (
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
 
-// Where says where the unwinder found a context's top (its x18).
+// Where says where the unwinder found a context's top (its x18). Its
+// String names the location, e.g. "thread_info.scs_sp".
 type Where uint8
+
+//go:generate go tool stringer -type=Where -linecomment -output=where_string.go
 
 const (
 	// InRegister means x18 itself: the innermost context.
-	InRegister Where = iota
+	InRegister Where = iota // x18
 	// InThreadInfo means the current task's thread_info.scs_sp
 	// (ThreadInfo IRQ entry).
-	InThreadInfo
+	InThreadInfo // thread_info.scs_sp
 	// OnInterruptedStack means pushed with stp x18, xzr on the
 	// interrupted stack (OnStack IRQ entry); TopAddr is the slot.
-	OnInterruptedStack
+	OnInterruptedStack // interrupted stack
 	// InSDEIRegs means regs[18] of the SDEI handler's saved interrupted
 	// registers.
-	InSDEIRegs
+	InSDEIRegs // SDEI saved regs[18]
 	// InPerCPU means irq_shadow_call_stack_saved_ptr or
 	// sdei_shadow_call_stack_{normal,critical}_saved_ptr (PerCPU policy).
-	InPerCPU
+	InPerCPU // per-cpu saved ptr
 	// InSnapshot means given by the caller, e.g. from a register dump.
-	InSnapshot
+	InSnapshot // snapshot
 )
-
-// String names the location.
-func (w Where) String() string {
-	switch w {
-	case InRegister:
-		return "x18"
-	case InThreadInfo:
-		return "thread_info.scs_sp"
-	case OnInterruptedStack:
-		return "interrupted stack"
-	case InSDEIRegs:
-		return "SDEI saved regs[18]"
-	case InPerCPU:
-		return "per-cpu saved ptr"
-	case InSnapshot:
-		return "snapshot"
-	}
-	return fmt.Sprintf("Where(%d)", uint8(w))
-}
 
 // Segment is one context's part of a View: the shadow stack entries
 // [Base, Top) of that context, newest at Top-8.
