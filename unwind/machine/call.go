@@ -135,12 +135,12 @@ func (c *CPU) ready() error {
 }
 
 // begin and end bracket a state change in the CPU's one sequence lock,
-// the SCS model's (scs.Model.Begin): the count is odd in between, so
+// the SCS model's (through internal/scsdriver): the count is odd in between, so
 // concurrent unwinders retry rather than read a torn state, and the
 // model's own changes inside the bracket are part of the same change.
-func (c *CPU) begin() { c.m.scs.Begin(c.id) }
+func (c *CPU) begin() { c.m.drv.Begin(c.id) }
 
-func (c *CPU) end() { c.publish(); c.m.scs.End(c.id) }
+func (c *CPU) end() { c.publish(); c.m.drv.End(c.id) }
 
 // Call calls the named function from the current function, through its
 // real bl call site. It fails, changing nothing, if the current function is

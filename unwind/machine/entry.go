@@ -21,7 +21,7 @@ func (c *CPU) EnterIRQ() error {
 		return err
 	}
 	ctx := c.cur()
-	if err := c.m.scs.CheckEnter(c.id, CtxIRQ); err != nil {
+	if err := c.m.drv.CheckEnter(c.id, uint8(CtxIRQ)); err != nil {
 		return err
 	}
 	need := uint64(ptRegsSize + 16 + 16 + 16 + 64)
@@ -103,7 +103,7 @@ func (c *CPU) ExitIRQ() error {
 		return err
 	}
 	ctx := c.cur()
-	if err := c.m.scs.CheckExit(c.id, CtxIRQ); err != nil {
+	if err := c.m.drv.CheckExit(c.id, uint8(CtxIRQ)); err != nil {
 		return err
 	}
 	if len(ctx.acts) != ctx.minDepth() {
@@ -167,7 +167,7 @@ func (c *CPU) EnterSDEI(critical bool) error {
 	if critical {
 		kind, stack = CtxSDEICritical, c.sdeiCritical
 	}
-	if err := c.m.scs.CheckEnter(c.id, kind); err != nil {
+	if err := c.m.drv.CheckEnter(c.id, uint8(kind)); err != nil {
 		return err
 	}
 	c.begin()
@@ -225,7 +225,7 @@ func (c *CPU) ExitSDEI() error {
 	}
 	ctx := c.cur()
 	if k := c.Context(); k != CtxSDEINormal && k != CtxSDEICritical {
-		return c.m.scs.CheckExit(c.id, CtxSDEINormal) // says why not
+		return c.m.drv.CheckExit(c.id, uint8(CtxSDEINormal)) // says why not
 	}
 	if len(ctx.acts) != 2 {
 		return fmt.Errorf("machine: cpu%d: ExitSDEI with %d functions still live in the SDEI context", c.id, len(ctx.acts)-2)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/mem"
+	"github.com/unwindkit/unwindkit/internal/scsdriver"
 	"github.com/unwindkit/unwindkit/ptrauth"
 	"github.com/unwindkit/unwindkit/scs"
 	"github.com/unwindkit/unwindkit/unwind"
@@ -136,7 +137,10 @@ type Machine struct {
 	sym  *unwind.Symbolizer
 	// scs is the SCS model, present (Disabled) even without the shadow
 	// call stack: it owns each CPU's nesting state and sequence lock.
-	scs  *scs.Model
+	scs *scs.Model
+	// drv is scs's driver hooks (its sequence lock and nesting rules),
+	// which are not scs's public API.
+	drv  scsdriver.Driver
 	cpus []*CPU
 	// fpMem is an fp.Config holding only the model's memory (attached
 	// once with mem.AttachFP): every FP Config of the model starts as a
@@ -219,7 +223,7 @@ func New(cfg Config) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.scs = sm
+	m.scs, m.drv = sm, scsdriver.Of(sm)
 	for i := 0; i < cfg.NumCPU; i++ {
 		c := &CPU{m: m, id: i}
 		var err error
