@@ -7,3 +7,11 @@ require (
 	golang.org/x/arch v0.33.0
 	golang.org/x/sys v0.50.0
 )
+
+require (
+	golang.org/x/mod v0.42.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/tools v0.52.0 // indirect
+)
+
+tool golang.org/x/tools/cmd/stringer

@@ -3,6 +3,7 @@ package fp
 import (
 	"fmt"
 
+	"github.com/unwindkit/unwindkit/fault"
 	"github.com/unwindkit/unwindkit/internal/errs"
 )
 
@@ -24,65 +25,48 @@ func unreliable(addr uint64, format string, args ...any) error {
 }
 
 // CorruptError describes one piece of corruption: the rule that was
-// broken, the address where it was found, and detail. errors.As with a
-// *CorruptError matches every corruption error of unwindkit (this
-// package's and the others'), and errors.Is(err, [ErrCorrupt]) holds for
-// it:
+// broken, the address where it was found, and detail. It is
+// [fault.CorruptError], the one type of every unwindkit package, so
+// errors.As with a *CorruptError matches every corruption error of
+// unwindkit (this package's and the others'), and errors.Is(err,
+// [ErrCorrupt]) holds for it:
 //
 //	var ce *fp.CorruptError
 //	if errors.As(err, &ce) && ce.Rule == fp.RuleFPNotIncreasing { ... }
-type CorruptError struct {
-	// Rule is the broken rule: one of the Rule constants of this package
-	// (for errors from other unwindkit packages, one of theirs).
-	Rule string
-	// Addr is where the corruption was found.
-	Addr uint64
-	// Detail is optional extra context.
-	Detail string
-}
+type CorruptError = fault.CorruptError
 
-// Error implements error, in the same words as every unwindkit package.
-func (e *CorruptError) Error() string {
-	return (&errs.CorruptError{Rule: e.Rule, Addr: e.Addr, Detail: e.Detail}).Error()
-}
-
-// Unwrap returns [ErrCorrupt].
-func (e *CorruptError) Unwrap() error { return ErrCorrupt }
-
-func init() { errs.RegisterAs[CorruptError]() }
-
-// The rules of the walk, the values of [CorruptError.Rule]. Each is
-// checked in one place of the walk (named after the kernel function that
-// checks it).
+// The rules of the walk, the values of [CorruptError.Rule] (package
+// fault's list, re-exported). Each is checked in one place of the walk
+// (named after the kernel function that checks it).
 const (
 	// RuleMisalignedFP: a frame pointer is not 8-byte aligned.
-	RuleMisalignedFP = "misaligned fp"
+	RuleMisalignedFP = fault.RuleMisalignedFP
 	// RuleFPOutsideStacks: a frame record lies in no accessible stack.
-	RuleFPOutsideStacks = "fp outside stacks"
+	RuleFPOutsideStacks = fault.RuleFPOutsideStacks
 	// RuleFPNotIncreasing: an object lies below the end of one already
 	// consumed on the same stack (a loop or a backward step).
-	RuleFPNotIncreasing = "fp not increasing"
+	RuleFPNotIncreasing = fault.RuleFPNotIncreasing
 	// RuleObjectCrossesStackEnd: a record, meta record or pt_regs starts
 	// in a stack but runs past its top.
-	RuleObjectCrossesStackEnd = "object crosses stack end"
+	RuleObjectCrossesStackEnd = fault.RuleObjectCrossesStackEnd
 	// RuleStackReentered: an object lies on a stack the walk has left.
-	RuleStackReentered = "stack re-entered"
+	RuleStackReentered = fault.RuleStackReentered
 	// RuleMetaRecordOutsideStacks: a {0, 0} record's 24-byte meta record
 	// lies in no accessible stack.
-	RuleMetaRecordOutsideStacks = "meta record outside stacks"
+	RuleMetaRecordOutsideStacks = fault.RuleMetaRecordOutsideStacks
 	// RuleFinalNotAtTaskPtRegs: a FINAL meta record anywhere but the
 	// task's pt_regs ([Config.TaskPtRegs]).
-	RuleFinalNotAtTaskPtRegs = "final record not at task pt_regs"
+	RuleFinalNotAtTaskPtRegs = fault.RuleFinalNotAtTaskPtRegs
 	// RuleBadMetaType: a meta record of a type other than [MetaFinal]
 	// and [MetaPtRegs].
-	RuleBadMetaType = "bad meta record type"
+	RuleBadMetaType = fault.RuleBadMetaType
 	// RulePtRegsOutsideStacks: the pt_regs around a PT_REGS meta record
 	// lie in no accessible stack.
-	RulePtRegsOutsideStacks = "pt_regs outside stacks"
+	RulePtRegsOutsideStacks = fault.RulePtRegsOutsideStacks
 	// RuleUnrecoverableGraphReturn: a function-graph trampoline lr with
 	// no matching, readable graph return stack entry.
-	RuleUnrecoverableGraphReturn = "unrecoverable graph return"
+	RuleUnrecoverableGraphReturn = fault.RuleUnrecoverableGraphReturn
 	// RuleUnrecoverableKretprobeReturn: a kretprobe trampoline lr with no
 	// matching, readable kretprobe instance.
-	RuleUnrecoverableKretprobeReturn = "unrecoverable kretprobe return"
+	RuleUnrecoverableKretprobeReturn = fault.RuleUnrecoverableKretprobeReturn
 )

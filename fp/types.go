@@ -95,32 +95,25 @@ const (
 // is high: the pt_regs that hold the FINAL meta record.
 func TaskPtRegsAddr(high uint64) uint64 { return high - PtRegsSize }
 
-// StackKind is the kind of a stack (enum stack_type).
+// StackKind is the kind of a stack (enum stack_type). Its String is the
+// kind's lowercase name, e.g. "irq" (the line comment of its constant).
 type StackKind uint8
+
+//go:generate go tool stringer -type=StackKind -linecomment -output=stackkind_string.go
 
 // Stack kinds. The zero value, Unknown, is the kind of a frame whose stack
 // is not known (a start fp outside every stack).
 const (
-	Unknown StackKind = iota
-	Task
-	IRQ
-	Overflow
-	SDEINormal
-	SDEICritical
+	Unknown      StackKind = iota // unknown
+	Task                          // task
+	IRQ                           // irq
+	Overflow                      // overflow
+	SDEINormal                    // sdei-normal
+	SDEICritical                  // sdei-critical
 	// Extra is any other stack the caller supplies: a signal alternate
 	// stack, an EFI runtime stack, a snapshot region.
-	Extra
+	Extra // extra
 )
-
-var stackKindNames = [...]string{"unknown", "task", "irq", "overflow", "sdei-normal", "sdei-critical", "extra"}
-
-// String returns the kind's lowercase name, e.g. "irq".
-func (k StackKind) String() string {
-	if int(k) < len(stackKindNames) {
-		return stackKindNames[k]
-	}
-	return fmt.Sprintf("StackKind(%d)", uint8(k))
-}
 
 // Stack is one stack [Low, High) that the walk may read (struct
 // stack_info), with its contents. A Stack with Low == 0 is inaccessible and

@@ -138,7 +138,7 @@ func BenchmarkAuth(b *testing.B) {
 	s := l.Sign(0xffff800008123450, 0xffff80000a00fe30, testKey, QARMA5)
 	var acc uint64
 	for b.Loop() {
-		p, _ := l.Auth(s, 0xffff80000a00fe30, testKey, QARMA5, KeyA)
+		p, _ := l.Auth(s, 0xffff80000a00fe30, testKey, QARMA5, KeyIA)
 		acc += p
 	}
 	sink = acc

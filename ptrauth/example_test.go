@@ -35,10 +35,10 @@ func ExampleLayout_Sign() {
 	fmt.Printf("signed   %#x\n", signed)
 	fmt.Printf("stripped %#x\n", l.Strip(signed)) // XPACLRI
 
-	got, err := l.Auth(signed, sp, key, ptrauth.QARMA5, ptrauth.KeyA) // AUTIASP
+	got, err := l.Auth(signed, sp, key, ptrauth.QARMA5, ptrauth.KeyIA) // AUTIASP
 	fmt.Printf("auth     %#x %v\n", got, err)
 
-	_, err = l.Auth(signed, sp+16, key, ptrauth.QARMA5, ptrauth.KeyA) // wrong SP
+	_, err = l.Auth(signed, sp+16, key, ptrauth.QARMA5, ptrauth.KeyIA) // wrong SP
 	fmt.Println(errors.Is(err, ptrauth.ErrAuthFailed))
 	// Output:
 	// signed   0x51b7800008123450

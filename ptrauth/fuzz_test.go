@@ -177,7 +177,7 @@ func FuzzAnyPointer(f *testing.F) {
 		if s&low != ptr&low {
 			t.Fatalf("Sign(%#x) = %#x changed address bits", ptr, s)
 		}
-		a, err := l.Auth(ptr, mod, key, alg, KeyA)
+		a, err := l.Auth(ptr, mod, key, alg, KeyIA)
 		if a&low != ptr&low {
 			t.Fatalf("Auth(%#x) = %#x changed address bits", ptr, a)
 		}

@@ -91,7 +91,7 @@ func TestZeroLayoutIsIdentity(t *testing.T) {
 		if got := l.Sign(p, 1, Key{1, 2}, QARMA5); got != p {
 			t.Errorf("Sign(%#x) = %#x", p, got)
 		}
-		if got, err := l.Auth(p, 1, Key{1, 2}, QARMA5, KeyA); got != p || err != nil {
+		if got, err := l.Auth(p, 1, Key{1, 2}, QARMA5, KeyIA); got != p || err != nil {
 			t.Errorf("Auth(%#x) = %#x, %v", p, got, err)
 		}
 	}

@@ -13,8 +13,11 @@ type Key struct {
 	Hi, Lo uint64
 }
 
-// Algorithm selects the PAC function behind ComputePAC.
+// Algorithm selects the PAC function behind ComputePAC. Its String is the
+// algorithm's name: "QARMA5", "QARMA3" or "ImpDef".
 type Algorithm uint8
+
+//go:generate go tool stringer -type=Algorithm -output=algorithm_string.go
 
 const (
 	// QARMA5 is the architected QARMA-64 with σ2 and five forward rounds
@@ -29,27 +32,16 @@ const (
 	ImpDef
 )
 
-// String returns the algorithm's name: "QARMA5", "QARMA3" or "ImpDef".
-func (a Algorithm) String() string {
-	switch a {
-	case QARMA5:
-		return "QARMA5"
-	case QARMA3:
-		return "QARMA3"
-	case ImpDef:
-		return "ImpDef"
-	}
-	return fmt.Sprintf("Algorithm(%d)", uint8(a))
-}
-
 // KeyID names the key an AddPAC or Auth uses, and with it the kind of
 // pointer: IA and IB sign instruction addresses (PACIA, PACIASP, AUTIB,
 // RETAA, BRAB, ...), DA and DB data addresses (PACDA, AUTDB, LDRAA, ...),
 // and GA is the generic key of PACGA. The kind decides which TBI rule the
 // PAC field follows (see [Layout.DataMasks]); the key number (A or B)
 // decides the PAuth1 error code written into a pointer that fails
-// authentication.
+// authentication. Its String is "IA", "IB", "DA", "DB" or "GA".
 type KeyID uint8
+
+//go:generate go tool stringer -type=KeyID -trimprefix=Key -output=keyid_string.go
 
 const (
 	// KeyIA is APIAKey (PACIA, PACIASP, AUTIASP, RETAA). PAuth1 error code
@@ -68,29 +60,6 @@ const (
 	// reject it.
 	KeyGA
 )
-
-// KeyA and KeyB are the instruction keys under their older names.
-const (
-	KeyA = KeyIA // APIAKey
-	KeyB = KeyIB // APIBKey
-)
-
-// String returns "IA", "IB", "DA", "DB" or "GA".
-func (k KeyID) String() string {
-	switch k {
-	case KeyIA:
-		return "IA"
-	case KeyIB:
-		return "IB"
-	case KeyDA:
-		return "DA"
-	case KeyDB:
-		return "DB"
-	case KeyGA:
-		return "GA"
-	}
-	return fmt.Sprintf("KeyID(%d)", uint8(k))
-}
 
 // Data reports whether k signs data pointers (DA, DB).
 func (k KeyID) Data() bool { return k == KeyDA || k == KeyDB }

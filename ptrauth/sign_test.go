@@ -46,7 +46,7 @@ func TestSignAuthRoundTrip(t *testing.T) {
 				if got := l.Strip(s); got != p {
 					t.Fatalf("%+v %v: Strip(Sign(%#x)) = %#x", l, alg, p, got)
 				}
-				for _, k := range []KeyID{KeyA, KeyB} {
+				for _, k := range []KeyID{KeyIA, KeyIB} {
 					if got, err := l.Auth(s, mod, key, alg, k); got != p || err != nil {
 						t.Fatalf("%+v %v: Auth(Sign(%#x)) = %#x, %v", l, alg, p, got, err)
 					}
@@ -146,15 +146,15 @@ func TestPAuth1ErrorCodes(t *testing.T) {
 		k    KeyID
 		want uint64
 	}{
-		{true, 0x0000aaaabbbbccc0, KeyA, 0x0020aaaabbbbccc0},  // bits 54:53 = 01
-		{true, 0x0000aaaabbbbccc0, KeyB, 0x0040aaaabbbbccc0},  // bits 54:53 = 10
-		{true, 0xffff800012345670, KeyA, 0xffbf800012345670},  // 11 → 01
-		{true, 0xffff800012345670, KeyB, 0xffdf800012345670},  // 11 → 10
-		{false, 0x0000aaaabbbbccc0, KeyA, 0x2000aaaabbbbccc0}, // bits 62:61 = 01
-		{false, 0x0000aaaabbbbccc0, KeyB, 0x4000aaaabbbbccc0}, // bits 62:61 = 10
-		{false, 0xffff800012345670, KeyA, 0xbfff800012345670}, // 11 → 01
-		{false, 0xffff800012345670, KeyB, 0xdfff800012345670}, // 11 → 10
-		{true, 0x5a00aaaabbbbccc0, KeyB, 0x5a40aaaabbbbccc0},  // tag kept
+		{true, 0x0000aaaabbbbccc0, KeyIA, 0x0020aaaabbbbccc0},  // bits 54:53 = 01
+		{true, 0x0000aaaabbbbccc0, KeyIB, 0x0040aaaabbbbccc0},  // bits 54:53 = 10
+		{true, 0xffff800012345670, KeyIA, 0xffbf800012345670},  // 11 → 01
+		{true, 0xffff800012345670, KeyIB, 0xffdf800012345670},  // 11 → 10
+		{false, 0x0000aaaabbbbccc0, KeyIA, 0x2000aaaabbbbccc0}, // bits 62:61 = 01
+		{false, 0x0000aaaabbbbccc0, KeyIB, 0x4000aaaabbbbccc0}, // bits 62:61 = 10
+		{false, 0xffff800012345670, KeyIA, 0xbfff800012345670}, // 11 → 01
+		{false, 0xffff800012345670, KeyIB, 0xdfff800012345670}, // 11 → 10
+		{true, 0x5a00aaaabbbbccc0, KeyIB, 0x5a40aaaabbbbccc0},  // tag kept
 	}
 	for _, tt := range tests {
 		l := NewLayout(48, tt.tbi).WithFeatures(0)
@@ -228,7 +228,7 @@ func TestSignSelectorBit63WithoutTBI(t *testing.T) {
 }
 
 func TestAuthErrorString(t *testing.T) {
-	e := &AuthError{Ptr: 0x1234, Modifier: 0x10, Key: KeyB, Result: 0x4000000000001234}
+	e := &AuthError{Ptr: 0x1234, Modifier: 0x10, Key: KeyIB, Result: 0x4000000000001234}
 	msg := e.Error()
 	for _, s := range []string{"0x1234", "key IB", "0x10", "0x4000000000001234"} {
 		if !strings.Contains(msg, s) {
@@ -248,8 +248,8 @@ func TestNames(t *testing.T) {
 		{QARMA3.String(), "QARMA3"},
 		{ImpDef.String(), "ImpDef"},
 		{Algorithm(9).String(), "Algorithm(9)"},
-		{KeyA.String(), "IA"},
-		{KeyB.String(), "IB"},
+		{KeyIA.String(), "IA"},
+		{KeyIB.String(), "IB"},
 		{KeyDA.String(), "DA"},
 		{KeyDB.String(), "DB"},
 		{KeyGA.String(), "GA"},

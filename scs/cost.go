@@ -170,7 +170,7 @@ func init() {
 		for p := range numPolicies {
 			for c := CtxIRQ; c < NumContexts; c++ {
 				for e := range 2 {
-					costTable[k][p][c][e] = costOf(sequence(p, c, e == 1), k == 1)
+					costTable[k][p][c][e] = costOf(sequence(Policy(p), c, e == 1), k == 1)
 				}
 			}
 		}

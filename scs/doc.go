@@ -1,5 +1,50 @@
-// Package scs models the arm64 Linux kernel's shadow call stack (SCS) and
-// provides the copy unwinder that reads it.
+// Package scs is the copy unwinder of the arm64 Linux kernel's shadow call
+// stack (SCS), and the model of that shadow call stack it reads.
+//
+// Two kinds of reader use it. A crash-dump tool, a debugger or a profiler
+// that read a shadow stack out of memory itself builds a View over those
+// bytes (NewSnapshotView) and calls Save or Frames: nothing else in the
+// package is needed. The machine model (package unwind/machine) drives a
+// Model, the per-CPU shadow stacks, saved pointers and context nesting of
+// a running kernel, and unwinds it the same way.
+//
+// # The copy unwinder
+//
+// Save copies return addresses into a caller's buffer: from the newest
+// entry (x18-8) down to the base of the current context, then into each
+// interrupted context outward (SDEI critical, SDEI normal, IRQ, task), using
+// whatever the policy left behind. It reads each slot at most once with an
+// atomic load (READ_ONCE), never reads the empty slot at a saved top (the
+// seed's v2 read one slot too many there), strips every entry's pointer
+// authentication code with the View's ptrauth.Layout, applies skip exactly
+// (stack_trace_save semantics) and fills at most len(store). Save is small
+// enough for the compiler to inline; its body checks each segment and
+// copies it in one pass, with the PAC strip inlined: there is no function
+// call and no callback.
+//
+// A View is the immutable description Save reads: one Segment per live
+// context, innermost first. Model.View builds one atomically from a running
+// CPU (see "Reading a running model" below); a
+// View for a memory snapshot of a real program is a plain struct
+// (NewSnapshotView). Save fills a buffer; Frames is the rich variant, an
+// iterator like package fp's: each frame says which context it came from,
+// where its slot was and whether it is an interrupted PC.
+//
+// # Memory
+//
+// A Segment reads one of two kinds of memory. Memory the caller owns
+// (bytes it read from a dump, a file, a debugger) is plain read-only data:
+// Segment.Data, little-endian, Data[0] being the byte at Segment.Base,
+// which Save reads with ordinary loads and never writes (NewSnapshotView
+// builds such a View). The model's own shadow stacks have a writer, so
+// they are words the model reads and writes with sync/atomic: the driver
+// provides them through AllocFunc (base address and []uint64, for example
+// the backing words of its own address-space model, so that a dump of it
+// shows the stacks), and a View of the model carries them in unexported
+// fields, with the generations below. NewAllocator provides fresh Go
+// memory for a model nobody else needs to see. checkSegs is the one
+// statement of the rules a segment's memory, base, size, end magic and top
+// must satisfy; Save and Frames both call it.
 //
 // # What is modelled
 //
@@ -50,7 +95,7 @@
 //     so that a non-zero value means "live".
 //
 // Policy.SavedX18 is the one statement of that rule, per policy and
-// context; the model, the machine in package unwind and its expectations
+// context; the model, the machine model (package unwind/machine) and its expectations
 // all read it.
 //
 // Every entry and exit counts the memory loads, stores and instructions the
@@ -68,44 +113,6 @@
 // arguments and the CPU's state and returns an error, changing nothing, on
 // misuse. One goroutine drives each CPU; View, Save, Context, X18 and Stats
 // may be called from any goroutine at any time.
-//
-// # The copy unwinder
-//
-// Save copies return addresses into a caller's buffer: from the newest
-// entry (x18-8) down to the base of the current context, then into each
-// interrupted context outward (SDEI critical, SDEI normal, IRQ, task), using
-// whatever the policy left behind. It reads each slot at most once with an
-// atomic load (READ_ONCE), never reads the empty slot at a saved top (the
-// seed's v2 read one slot too many there), strips every entry's pointer
-// authentication code with the View's ptrauth.Layout, applies skip exactly
-// (stack_trace_save semantics) and fills at most len(store). Save is small
-// enough for the compiler to inline; its body checks each segment and
-// copies it in one pass, with the PAC strip inlined: there is no function
-// call and no callback.
-//
-// A View is the immutable description Save reads: one Segment per live
-// context, innermost first. Model.View builds one atomically from a running
-// CPU (see "Reading a running model" below); a
-// View for a memory snapshot of a real program is a plain struct
-// (NewSnapshotView). Save fills a buffer; Frames is the rich variant, an
-// iterator like package fp's: each frame says which context it came from,
-// where its slot was and whether it is an interrupted PC.
-//
-// # Memory
-//
-// A Segment reads one of two kinds of memory. Memory the caller owns
-// (bytes it read from a dump, a file, a debugger) is plain read-only data:
-// Segment.Data, little-endian, Data[0] being the byte at Segment.Base,
-// which Save reads with ordinary loads and never writes (NewSnapshotView
-// builds such a View). The model's own shadow stacks have a writer, so
-// they are words the model reads and writes with sync/atomic: the driver
-// provides them through AllocFunc (base address and []uint64, for example
-// the backing words of its own address-space model, so that a dump of it
-// shows the stacks), and a View of the model carries them in unexported
-// fields, with the generations below. NewAllocator provides fresh Go
-// memory for a model nobody else needs to see. checkSegs is the one
-// statement of the rules a segment's memory, base, size, end magic and top
-// must satisfy; Save and Frames both call it.
 //
 // # Reading a running model
 //
@@ -131,17 +138,18 @@
 // # One nesting state and one sequence lock per CPU
 //
 // The Model owns, per CPU, the record of which contexts are live (its
-// nesting state: Context, CheckEnter and CheckExit state the rules that
-// EnterIRQ, ExitIRQ, EnterSDEI, ExitSDEI and Switch enforce) and the
-// sequence lock (Seq) that readers check. A driver that keeps per-CPU
-// state of its own next to the model's, as package machine's CPU keeps
-// frame records, pt_regs and registers, does not keep a second copy of
-// either: it asks CheckEnter or CheckExit before it changes anything, and
-// brackets each of its steps with Model.Begin and Model.End, which nest
-// with the model's own brackets, so the model's writes and the driver's
-// are one change under one count. The lock lives here rather than in the
-// driver because the layering only lets the driver import this package,
-// and the model must stay consistent for its own readers without one.
+// nesting state, which EnterIRQ, ExitIRQ, EnterSDEI, ExitSDEI and Switch
+// enforce; Context reports it) and the sequence lock that readers check.
+// A driver that keeps per-CPU state of its own next to the model's, as
+// package machine's CPU keeps frame records, pt_regs and registers, does
+// not keep a second copy of either: it asks the model's nesting rules
+// before it changes anything, and brackets each of its steps with the
+// model's own brackets, so the model's writes and the driver's are one
+// change under one count. Those hooks are the machine's alone and not
+// part of this package's API (it reaches them through an internal
+// package). The lock lives here rather than in the driver because the
+// layering only lets the driver import this package, and the model must
+// stay consistent for its own readers without one.
 //
 // Known limit, reproduced and not hidden: when an exception is taken, the
 // interrupted function's own PC is in ELR_EL1 (and then in the pt_regs on

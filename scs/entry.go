@@ -2,11 +2,15 @@
 
 package scs
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/unwindkit/unwindkit/internal/scsdriver"
+)
 
 // begin and end bracket a multi-word state change for readers. They nest:
-// only the outermost pair moves seq, so a driver's Begin/End around
-// several model calls is one change to readers.
+// only the outermost pair moves seq, so a driver's beginStep/endStep
+// around several model calls is one change to readers.
 func (m *Model) begin(cpu int) {
 	d := m.depth.Load(cpu)
 	if d == 0 {
@@ -26,48 +30,69 @@ func (m *Model) end(cpu int) {
 	}
 }
 
-// Begin opens one change of cpu's state for readers, spanning any number
-// of the model's calls, for a driver that keeps per-CPU state of its own
-// beside the model's: package machine's CPU brackets each of its steps
-// (a call, an exception entry) so that its frame records, pt_regs and
-// registers and the model's shadow stacks change together under cpu's one
-// sequence lock. Begin and End nest, and only cpu's driver calls them;
-// End closes the innermost Begin. An out-of-range cpu is ignored.
-func (m *Model) Begin(cpu int) {
+// driver is a Model seen by its driver, package unwind/machine, through
+// package internal/scsdriver (see "One nesting state and one sequence
+// lock per CPU" in the package doc): the hooks that keep the driver's own
+// per-CPU state and the model's one change are not this package's API.
+type driver Model
+
+func init() {
+	scsdriver.Of = func(model any) scsdriver.Driver { return (*driver)(model.(*Model)) }
+}
+
+func (d *driver) Begin(cpu int)      { (*Model)(d).beginStep(cpu) }
+func (d *driver) End(cpu int)        { (*Model)(d).endStep(cpu) }
+func (d *driver) Seq(cpu int) uint64 { return (*Model)(d).seqOf(cpu) }
+func (d *driver) CheckEnter(cpu int, c uint8) error {
+	return (*Model)(d).checkEnter(cpu, Context(c))
+}
+func (d *driver) CheckExit(cpu int, c uint8) error {
+	return (*Model)(d).checkExit(cpu, Context(c))
+}
+
+// beginStep opens one change of cpu's state for readers, spanning any
+// number of the model's calls, for a driver that keeps per-CPU state of
+// its own beside the model's: package machine's CPU brackets each of its
+// steps (a call, an exception entry) so that its frame records, pt_regs
+// and registers and the model's shadow stacks change together under cpu's
+// one sequence lock. beginStep and endStep nest, and only cpu's driver
+// calls them; endStep closes the innermost beginStep. An out-of-range cpu
+// is ignored.
+func (m *Model) beginStep(cpu int) {
 	if m.check(cpu) == nil {
 		m.begin(cpu)
 	}
 }
 
-// End closes the change Begin opened; see [Model.Begin].
-func (m *Model) End(cpu int) {
+// endStep closes the change beginStep opened.
+func (m *Model) endStep(cpu int) {
 	if m.check(cpu) == nil {
 		m.end(cpu)
 	}
 }
 
-// Seq returns cpu's sequence count (0 if cpu is out of range): odd while a
-// change is in progress, advanced by two by each change. A reader that
+// seqOf returns cpu's sequence count (0 if cpu is out of range): odd while
+// a change is in progress, advanced by two by each change. A reader that
 // saw the same even count before and after reading state (the model's or,
-// for a driver using Begin and End, its own) read one instant. Push and
-// Pop outside Begin and End do not move it: the shadow stacks' contents
-// are re-checked by their generations instead (see "Reading a running
-// model" in the package doc).
-func (m *Model) Seq(cpu int) uint64 {
+// for a driver using beginStep and endStep, its own) read one instant.
+// Push and Pop outside beginStep and endStep do not move it: the shadow
+// stacks' contents are re-checked by their generations instead (see
+// "Reading a running model" in the package doc).
+func (m *Model) seqOf(cpu int) uint64 {
 	if m.check(cpu) != nil {
 		return 0
 	}
 	return m.seq.Load(cpu)
 }
 
-// CheckEnter returns nil if cpu may enter context c now (CtxIRQ,
+// checkEnter returns nil if cpu may enter context c now (CtxIRQ,
 // CtxSDEINormal or CtxSDEICritical), or an error wrapping ErrNesting that
 // says why not. It is the one statement of the nesting rules EnterIRQ and
 // EnterSDEI enforce: IRQs interrupt only the task (they do not nest and
 // are masked in SDEI handlers); a normal SDEI event interrupts the task
 // or an IRQ; a critical one may also interrupt a normal event. A driver
 // asks it before changing state of its own.
-func (m *Model) CheckEnter(cpu int, c Context) error {
+func (m *Model) checkEnter(cpu int, c Context) error {
 	if err := m.check(cpu); err != nil {
 		return err
 	}
@@ -83,9 +108,9 @@ func (m *Model) CheckEnter(cpu int, c Context) error {
 	return nil
 }
 
-// CheckExit returns nil if c is cpu's innermost context and not the task,
+// checkExit returns nil if c is cpu's innermost context and not the task,
 // so ExitIRQ or ExitSDEI may leave it, or an error wrapping ErrNesting.
-func (m *Model) CheckExit(cpu int, c Context) error {
+func (m *Model) checkExit(cpu int, c Context) error {
 	if err := m.check(cpu); err != nil {
 		return err
 	}
@@ -105,7 +130,7 @@ func (m *Model) EnterIRQ(cpu int, slot, pc uint64) error {
 	if err := m.check(cpu); err != nil {
 		return err
 	}
-	if err := m.CheckEnter(cpu, CtxIRQ); err != nil {
+	if err := m.checkEnter(cpu, CtxIRQ); err != nil {
 		return err
 	}
 	if m.cfg.Disabled {
@@ -137,7 +162,7 @@ func (m *Model) ExitIRQ(cpu int) error {
 	if err := m.check(cpu); err != nil {
 		return err
 	}
-	if err := m.CheckExit(cpu, CtxIRQ); err != nil {
+	if err := m.checkExit(cpu, CtxIRQ); err != nil {
 		return err
 	}
 	m.begin(cpu)
@@ -173,7 +198,7 @@ func (m *Model) EnterSDEI(cpu int, critical bool, slot, pc uint64) error {
 	if critical {
 		c, bit = CtxSDEICritical, bitCrit
 	}
-	if err := m.CheckEnter(cpu, c); err != nil {
+	if err := m.checkEnter(cpu, c); err != nil {
 		return err
 	}
 	if !m.cfg.Disabled {
@@ -212,7 +237,7 @@ func (m *Model) ExitSDEI(cpu int) error {
 	act := m.active.Load(cpu)
 	c := innermost(act)
 	if c != CtxSDEINormal && c != CtxSDEICritical {
-		return m.CheckExit(cpu, CtxSDEINormal) // the nesting error
+		return m.checkExit(cpu, CtxSDEINormal) // the nesting error
 	}
 	m.begin(cpu)
 	if !m.cfg.Disabled {

@@ -12,39 +12,39 @@ import (
 func TestBeginEndNest(t *testing.T) {
 	r := newRig(t, Config{Policy: PerCPU, NumCPU: 2})
 	m := r.m
-	s0 := m.Seq(0)
+	s0 := m.seqOf(0)
 	if s0%2 != 0 {
 		t.Fatalf("idle seq %d is odd", s0)
 	}
-	m.Begin(0)
-	if m.Seq(0) != s0+1 {
-		t.Fatalf("after Begin: seq %d, want %d", m.Seq(0), s0+1)
+	m.beginStep(0)
+	if m.seqOf(0) != s0+1 {
+		t.Fatalf("after Begin: seq %d, want %d", m.seqOf(0), s0+1)
 	}
 	mustOK(t, m.Push(0, 0x1000))
 	mustOK(t, r.enterIRQ(0, 0x2000))
-	if m.Seq(0) != s0+1 {
-		t.Fatalf("EnterIRQ inside Begin moved seq to %d, want %d", m.Seq(0), s0+1)
+	if m.seqOf(0) != s0+1 {
+		t.Fatalf("EnterIRQ inside Begin moved seq to %d, want %d", m.seqOf(0), s0+1)
 	}
-	m.Begin(0) // nested
+	m.beginStep(0) // nested
 	mustOK(t, m.Push(0, 0x3000))
-	m.End(0)
-	if m.Seq(0) != s0+1 {
-		t.Fatalf("inner End closed the change: seq %d", m.Seq(0))
+	m.endStep(0)
+	if m.seqOf(0) != s0+1 {
+		t.Fatalf("inner End closed the change: seq %d", m.seqOf(0))
 	}
-	m.End(0)
-	if m.Seq(0) != s0+2 {
-		t.Fatalf("after End: seq %d, want %d", m.Seq(0), s0+2)
+	m.endStep(0)
+	if m.seqOf(0) != s0+2 {
+		t.Fatalf("after End: seq %d, want %d", m.seqOf(0), s0+2)
 	}
-	m.End(0) // unbalanced: ignored
-	m.Begin(5)
-	m.End(-1)
-	if m.Seq(0) != s0+2 || m.Seq(1) != 0 || m.Seq(5) != 0 {
-		t.Fatalf("unbalanced End or bad CPU changed seq: %d %d", m.Seq(0), m.Seq(1))
+	m.endStep(0) // unbalanced: ignored
+	m.beginStep(5)
+	m.endStep(-1)
+	if m.seqOf(0) != s0+2 || m.seqOf(1) != 0 || m.seqOf(5) != 0 {
+		t.Fatalf("unbalanced End or bad CPU changed seq: %d %d", m.seqOf(0), m.seqOf(1))
 	}
 	// Outside Begin, each entry or exit is its own change.
 	mustOK(t, r.exitIRQ(0))
-	if m.Seq(0) != s0+4 {
-		t.Fatalf("ExitIRQ: seq %d, want %d", m.Seq(0), s0+4)
+	if m.seqOf(0) != s0+4 {
+		t.Fatalf("ExitIRQ: seq %d, want %d", m.seqOf(0), s0+4)
 	}
 }
 
@@ -55,7 +55,7 @@ func TestViewGivesUpOnOpenBegin(t *testing.T) {
 	r := newRig(t, Config{})
 	m := r.m
 	mustOK(t, m.Push(0, 0x1234))
-	m.Begin(0)
+	m.beginStep(0)
 	if _, err := m.View(0); !errors.Is(err, ErrChanged) {
 		t.Fatalf("View during an open Begin: %v, want ErrChanged", err)
 	}
@@ -63,7 +63,7 @@ func TestViewGivesUpOnOpenBegin(t *testing.T) {
 	if n, err := m.Save(0, store, 0); n != 0 || !errors.Is(err, ErrChanged) {
 		t.Fatalf("Save during an open Begin: %d, %v", n, err)
 	}
-	m.End(0)
+	m.endStep(0)
 	if n, err := m.Save(0, store, 0); n != 1 || err != nil || store[0] != 0x1234 {
 		t.Fatalf("Save after End: %d %v %#x", n, err, store[0])
 	}
@@ -89,15 +89,15 @@ func TestCheckEnterExit(t *testing.T) {
 	walk = func(depth int) {
 		in := m.Context(0)
 		for c := CtxIRQ; c < NumContexts; c++ {
-			want := m.CheckEnter(0, c)
+			want := m.checkEnter(0, c)
 			if want != nil && !errors.Is(want, ErrNesting) {
 				t.Fatalf("CheckEnter(%s) in %s: %v, not ErrNesting", c, in, want)
 			}
 			if want != nil || depth == 3 {
 				if want != nil {
-					seq := m.Seq(0)
-					if err := enter[c](); !errors.Is(err, ErrNesting) || m.Seq(0) != seq {
-						t.Fatalf("entering %s in %s: %v (CheckEnter said %v), seq %d -> %d", c, in, err, want, seq, m.Seq(0))
+					seq := m.seqOf(0)
+					if err := enter[c](); !errors.Is(err, ErrNesting) || m.seqOf(0) != seq {
+						t.Fatalf("entering %s in %s: %v (CheckEnter said %v), seq %d -> %d", c, in, err, want, seq, m.seqOf(0))
 					}
 				}
 				continue
@@ -107,7 +107,7 @@ func TestCheckEnterExit(t *testing.T) {
 				t.Fatalf("entered %s from %s: context %s", c, in, m.Context(0))
 			}
 			for x := CtxTask; x < NumContexts; x++ {
-				if err := m.CheckExit(0, x); (err == nil) != (x == c) {
+				if err := m.checkExit(0, x); (err == nil) != (x == c) {
 					t.Fatalf("in %s: CheckExit(%s) = %v", c, x, err)
 				}
 			}
@@ -119,10 +119,10 @@ func TestCheckEnterExit(t *testing.T) {
 		}
 	}
 	walk(0)
-	if err := m.CheckEnter(0, CtxTask); !errors.Is(err, ErrNesting) {
+	if err := m.checkEnter(0, CtxTask); !errors.Is(err, ErrNesting) {
 		t.Errorf("CheckEnter(task): %v", err)
 	}
-	if err := m.CheckEnter(7, CtxIRQ); err == nil {
+	if err := m.checkEnter(7, CtxIRQ); err == nil {
 		t.Error("CheckEnter on CPU 7 of 1 accepted")
 	}
 }

@@ -6,18 +6,19 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/unwindkit/unwindkit/fault"
 	"github.com/unwindkit/unwindkit/internal/errs"
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
 
-// CorruptError is this package's own type (no exported name mentions an
-// internal type), and a *CorruptError matches Save's corruption errors,
+// CorruptError is package fault's type, the one of every unwindkit
+// package (no exported name mentions an internal type), and a *CorruptError matches Save's corruption errors,
 // wrapped or not, with the rule as an exported constant, as well as other
 // packages' corruption errors; it keeps the shared wording and
 // ErrCorrupt.
 func TestCorruptErrorPublic(t *testing.T) {
-	if p := reflect.TypeOf(CorruptError{}).PkgPath(); p != "github.com/unwindkit/unwindkit/scs" {
-		t.Fatalf("scs.CorruptError is declared in %s", p)
+	if p := reflect.TypeOf(CorruptError{}).PkgPath(); p != "github.com/unwindkit/unwindkit/fault" {
+		t.Fatalf("scs.CorruptError is declared in %s, not in package fault", p)
 	}
 	r := newRig(t, Config{Layout: ptrauth.NewLayout(48, false), Size: 256})
 	mustPush(t, r.m, 0, retAddr(CtxTask, 0))
@@ -32,7 +33,7 @@ func TestCorruptErrorPublic(t *testing.T) {
 	if ce.Error() != err.Error() || !errors.Is(ce, ErrCorrupt) || !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("public error %q (is ErrCorrupt %v), Save's %q", ce.Error(), errors.Is(ce, ErrCorrupt), err.Error())
 	}
-	other := errs.Corruptf(errs.RuleMisalignedFP, 0x1230, "frame %d", 1)
+	other := errs.Corruptf(fault.RuleMisalignedFP, 0x1230, "frame %d", 1)
 	if !errors.As(other, &ce) || ce.Rule != "misaligned fp" || ce.Addr != 0x1230 || ce.Detail != "frame 1" {
 		t.Fatalf("As from another package's error: %+v", ce)
 	}

@@ -7,27 +7,19 @@ import (
 	"github.com/unwindkit/unwindkit/internal/errs"
 )
 
-// Origin says where a Frame came from.
+// Origin says where a Frame came from. Its String is "scs" or
+// "interrupted pc".
 type Origin uint8
+
+//go:generate go tool stringer -type=Origin -linecomment -output=origin_string.go
 
 const (
 	// OriginSCS is a return address read from a shadow stack slot.
-	OriginSCS Origin = iota
+	OriginSCS Origin = iota // scs
 	// OriginInterruptedPC is the interrupted PC kept per-CPU at a context
 	// boundary (KeepInterruptedPC).
-	OriginInterruptedPC
+	OriginInterruptedPC // interrupted pc
 )
-
-// String returns "scs" or "interrupted pc".
-func (s Origin) String() string {
-	switch s {
-	case OriginSCS:
-		return "scs"
-	case OriginInterruptedPC:
-		return "interrupted pc"
-	}
-	return fmt.Sprintf("Origin(%d)", uint8(s))
-}
 
 // Frame is one entry of a trace with its provenance.
 type Frame struct {
@@ -71,7 +63,7 @@ func (v *View) frames(yield func(Frame, error) bool) {
 		return
 	}
 	if v.N < 1 || v.N > len(v.Segs) {
-		yield(Frame{}, errs.Corruptf(errs.RuleBadSCSView, uint64(v.N), "%d segments", v.N))
+		yield(Frame{}, errs.Corruptf(RuleBadSCSView, uint64(v.N), "%d segments", v.N))
 		return
 	}
 	m := v.Layout.InsnMasks()

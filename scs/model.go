@@ -290,11 +290,11 @@ func (m *Model) Push(cpu int, lr uint64) error {
 	r, base, limit, l := m.bounds(cpu)
 	switch {
 	case sp%8 != 0:
-		return errs.Corruptf(errs.RuleMisalignedSCSPointer, sp, "push on cpu %d", cpu)
+		return errs.Corruptf(RuleMisalignedSCSPointer, sp, "push on cpu %d", cpu)
 	case sp == limit:
-		return errs.Corruptf(errs.RuleSCSOverflow, sp, "push on cpu %d would overwrite the end magic", cpu)
+		return errs.Corruptf(RuleSCSOverflow, sp, "push on cpu %d would overwrite the end magic", cpu)
 	case sp < base || sp > limit:
-		return errs.Corruptf(errs.RuleSCSPointerOutsideRegion, sp, "push on cpu %d, %s context stack is [%#x, %#x)", cpu, m.Context(cpu), base, limit)
+		return errs.Corruptf(RuleSCSPointerOutsideRegion, sp, "push on cpu %d, %s context stack is [%#x, %#x)", cpu, m.Context(cpu), base, limit)
 	}
 	l.write(sp)
 	r.store(sp, lr)
@@ -317,11 +317,11 @@ func (m *Model) Pop(cpu int) (uint64, error) {
 	r, base, limit, _ := m.bounds(cpu)
 	switch {
 	case sp%8 != 0:
-		return 0, errs.Corruptf(errs.RuleMisalignedSCSPointer, sp, "pop on cpu %d", cpu)
+		return 0, errs.Corruptf(RuleMisalignedSCSPointer, sp, "pop on cpu %d", cpu)
 	case sp == base:
-		return 0, errs.Corruptf(errs.RuleSCSUnderflow, sp, "pop at the %s context's base on cpu %d", m.Context(cpu), cpu)
+		return 0, errs.Corruptf(RuleSCSUnderflow, sp, "pop at the %s context's base on cpu %d", m.Context(cpu), cpu)
 	case sp < base || sp > limit:
-		return 0, errs.Corruptf(errs.RuleSCSPointerOutsideRegion, sp, "pop on cpu %d, %s context stack is [%#x, %#x)", cpu, m.Context(cpu), base, limit)
+		return 0, errs.Corruptf(RuleSCSPointerOutsideRegion, sp, "pop on cpu %d, %s context stack is [%#x, %#x)", cpu, m.Context(cpu), base, limit)
 	}
 	v := r.load(sp - 8)
 	m.x18.Store(cpu, sp-8)
@@ -344,10 +344,10 @@ func (m *Model) CheckCorruption(cpu int) error {
 	sp := m.x18.Load(cpu)
 	r, base, limit, _ := m.bounds(cpu)
 	if sp-base >= m.cfg.Size-1 {
-		return errs.Corruptf(errs.RuleSCSOverflow, sp, "cpu %d %s context: %d bytes past base %#x, size %d", cpu, m.Context(cpu), sp-base, base, m.cfg.Size)
+		return errs.Corruptf(RuleSCSOverflow, sp, "cpu %d %s context: %d bytes past base %#x, size %d", cpu, m.Context(cpu), sp-base, base, m.cfg.Size)
 	}
 	if v := r.load(limit); v != EndMagic {
-		return errs.Corruptf(errs.RuleSCSEndMagicOverwritten, limit, "cpu %d %s context: %#x", cpu, m.Context(cpu), v)
+		return errs.Corruptf(RuleSCSEndMagicOverwritten, limit, "cpu %d %s context: %#x", cpu, m.Context(cpu), v)
 	}
 	return nil
 }

@@ -1,35 +1,38 @@
 package scs
 
+import "github.com/unwindkit/unwindkit/fault"
+
 // The rules of the shadow call stack, the values of [CorruptError.Rule] for
-// this package's corruption errors (plain strings, equal to the same rule's
-// constant in every unwindkit package; a test pins them to the one list).
+// this package's corruption errors (plain strings: package fault's list,
+// re-exported, so each equals the same rule's constant in every unwindkit
+// package).
 const (
 	// RuleSCSRegionMissing: a segment has no shadow-stack memory.
-	RuleSCSRegionMissing = "scs region missing"
+	RuleSCSRegionMissing = fault.RuleSCSRegionMissing
 	// RuleMisalignedSCSBase: a shadow stack base is not 8-byte aligned.
-	RuleMisalignedSCSBase = "misaligned scs base"
+	RuleMisalignedSCSBase = fault.RuleMisalignedSCSBase
 	// RuleSCSBaseOutsideRegion: a shadow stack base lies outside its memory.
-	RuleSCSBaseOutsideRegion = "scs base outside region"
+	RuleSCSBaseOutsideRegion = fault.RuleSCSBaseOutsideRegion
 	// RuleSCSOutsideRegion: a shadow stack of the configured size does not
 	// fit in its memory.
-	RuleSCSOutsideRegion = "scs outside region"
+	RuleSCSOutsideRegion = fault.RuleSCSOutsideRegion
 	// RuleSCSTooSmallForEndMagic: a shadow stack has no room for
 	// SCS_END_MAGIC.
-	RuleSCSTooSmallForEndMagic = "scs too small for end magic"
+	RuleSCSTooSmallForEndMagic = fault.RuleSCSTooSmallForEndMagic
 	// RuleSCSEndMagicOverwritten: SCS_END_MAGIC has changed.
-	RuleSCSEndMagicOverwritten = "scs end magic overwritten"
+	RuleSCSEndMagicOverwritten = fault.RuleSCSEndMagicOverwritten
 	// RuleMisalignedSCSPointer: an x18 value is not 8-byte aligned.
-	RuleMisalignedSCSPointer = "misaligned scs pointer"
+	RuleMisalignedSCSPointer = fault.RuleMisalignedSCSPointer
 	// RuleSCSPointerBelowBase: an x18 value lies below its stack's base.
-	RuleSCSPointerBelowBase = "scs pointer below base"
+	RuleSCSPointerBelowBase = fault.RuleSCSPointerBelowBase
 	// RuleSCSPointerOutsideRegion: an x18 value lies past its stack's end.
-	RuleSCSPointerOutsideRegion = "scs pointer outside region"
+	RuleSCSPointerOutsideRegion = fault.RuleSCSPointerOutsideRegion
 	// RuleBadSCSSegment: a shadow stack segment is malformed.
-	RuleBadSCSSegment = "bad scs segment"
+	RuleBadSCSSegment = fault.RuleBadSCSSegment
 	// RuleBadSCSView: a view's segment count is out of range.
-	RuleBadSCSView = "bad scs view"
+	RuleBadSCSView = fault.RuleBadSCSView
 	// RuleSCSOverflow: a push would overwrite the end magic.
-	RuleSCSOverflow = "scs overflow"
+	RuleSCSOverflow = fault.RuleSCSOverflow
 	// RuleSCSUnderflow: a pop below the context's base.
-	RuleSCSUnderflow = "scs underflow"
+	RuleSCSUnderflow = fault.RuleSCSUnderflow
 )

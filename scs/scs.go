@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/unwindkit/unwindkit/fault"
 	"github.com/unwindkit/unwindkit/internal/errs"
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
@@ -39,70 +40,45 @@ var (
 )
 
 // CorruptError describes one piece of corrupt shadow-stack state: the
-// rule that was broken, the address where it was found, and detail.
-// errors.As with a *CorruptError matches every corruption error of
-// unwindkit (this package's and the others'), and errors.Is(err,
-// [ErrCorrupt]) holds for it:
+// rule that was broken, the address where it was found (the slot, the base
+// or the x18 value the rule is about), and detail (the context, the
+// stack's bounds). It is [fault.CorruptError], the one type of every
+// unwindkit package, so errors.As with a *CorruptError matches every
+// corruption error of unwindkit (this package's and the others'), and
+// errors.Is(err, [ErrCorrupt]) holds for it:
 //
 //	var ce *scs.CorruptError
 //	if errors.As(err, &ce) && ce.Rule == scs.RuleSCSEndMagicOverwritten { ... }
-type CorruptError struct {
-	// Rule is the broken rule: one of the Rule constants of this package
-	// (for errors from other unwindkit packages, one of theirs).
-	Rule string
-	// Addr is where the corruption was found: the slot, the base or the
-	// x18 value the rule is about.
-	Addr uint64
-	// Detail is optional extra context (the context, the stack's bounds).
-	Detail string
-}
+type CorruptError = fault.CorruptError
 
-// Error implements error, in the same words as every unwindkit package.
-func (e *CorruptError) Error() string {
-	return (&errs.CorruptError{Rule: e.Rule, Addr: e.Addr, Detail: e.Detail}).Error()
-}
-
-// Unwrap returns [ErrCorrupt].
-func (e *CorruptError) Unwrap() error { return ErrCorrupt }
-
-func init() { errs.RegisterAs[CorruptError]() }
-
-// Policy selects where the entry code keeps the interrupted x18.
+// Policy selects where the entry code keeps the interrupted x18. Its
+// String is "thread_info", "on-stack" or "per-cpu".
 type Policy uint8
+
+//go:generate go tool stringer -type=Policy,Context -linecomment -output=scs_string.go
 
 const (
 	// ThreadInfo is mainline today (since v6.2, "arm64: Stash shadow stack
 	// pointer in the task struct on interrupt"): IRQ entry stores the task's x18 in
 	// thread_info.scs_sp; SDEI keeps it in its saved registers, found via
 	// sdei_active_{normal,critical}_event.
-	ThreadInfo Policy = iota
+	ThreadInfo Policy = iota // thread_info
 	// OnStack is 2022 mainline: IRQ entry pushes x18 on the interrupted
 	// stack with stp scs_sp, xzr, [sp, #-16]!, hidden from Save; SDEI
 	// keeps it in its saved registers, found via
 	// sdei_active_{normal,critical}_event.
-	OnStack
+	OnStack // on-stack
 	// PerCPU is the seed patch: irq_shadow_call_stack_saved_ptr and
 	// sdei_shadow_call_stack_{normal,critical}_saved_ptr, reset to 0 on
 	// exit.
-	PerCPU
-	numPolicies
+	PerCPU // per-cpu
+	// numPolicies is untyped (iota alone), so stringer does not take it
+	// for a Policy.
+	numPolicies = iota
 )
 
 // Policies lists every Policy, in order.
 var Policies = [...]Policy{ThreadInfo, OnStack, PerCPU}
-
-// String returns "thread_info", "on-stack" or "per-cpu".
-func (p Policy) String() string {
-	switch p {
-	case ThreadInfo:
-		return "thread_info"
-	case OnStack:
-		return "on-stack"
-	case PerCPU:
-		return "per-cpu"
-	}
-	return fmt.Sprintf("Policy(%d)", uint8(p))
-}
 
 // ParsePolicy returns the Policy whose String is name ("thread_info",
 // "on-stack" or "per-cpu").
@@ -116,38 +92,24 @@ func ParsePolicy(name string) (Policy, error) {
 }
 
 // Context is an execution context on one CPU, in nesting order: a context
-// may only be interrupted by a later one.
+// may only be interrupted by a later one. Its String is "task", "irq",
+// "sdei-normal" or "sdei-critical".
 type Context uint8
 
 const (
 	// CtxTask is thread context: the current task's shadow stack.
-	CtxTask Context = iota
+	CtxTask Context = iota // task
 	// CtxIRQ is hard-IRQ context on the per-CPU IRQ shadow stack.
-	CtxIRQ
+	CtxIRQ // irq
 	// CtxSDEINormal is a normal-priority SDEI event on its per-CPU shadow
 	// stack.
-	CtxSDEINormal
+	CtxSDEINormal // sdei-normal
 	// CtxSDEICritical is a critical-priority SDEI event on its per-CPU shadow
 	// stack.
-	CtxSDEICritical
+	CtxSDEICritical // sdei-critical
 	// NumContexts is the number of contexts.
 	NumContexts = 4
 )
-
-// String returns "task", "irq", "sdei-normal" or "sdei-critical".
-func (c Context) String() string {
-	switch c {
-	case CtxTask:
-		return "task"
-	case CtxIRQ:
-		return "irq"
-	case CtxSDEINormal:
-		return "sdei-normal"
-	case CtxSDEICritical:
-		return "sdei-critical"
-	}
-	return fmt.Sprintf("Context(%d)", uint8(c))
-}
 
 // Config configures a Model.
 type Config struct {

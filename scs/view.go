@@ -10,46 +10,30 @@ import (
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
 
-// Where says where the unwinder found a context's top (its x18).
+// Where says where the unwinder found a context's top (its x18). Its
+// String names the location, e.g. "thread_info.scs_sp".
 type Where uint8
+
+//go:generate go tool stringer -type=Where -linecomment -output=where_string.go
 
 const (
 	// InRegister means x18 itself: the innermost context.
-	InRegister Where = iota
+	InRegister Where = iota // x18
 	// InThreadInfo means the current task's thread_info.scs_sp
 	// (ThreadInfo IRQ entry).
-	InThreadInfo
+	InThreadInfo // thread_info.scs_sp
 	// OnInterruptedStack means pushed with stp x18, xzr on the
 	// interrupted stack (OnStack IRQ entry); TopAddr is the slot.
-	OnInterruptedStack
+	OnInterruptedStack // interrupted stack
 	// InSDEIRegs means regs[18] of the SDEI handler's saved interrupted
 	// registers.
-	InSDEIRegs
+	InSDEIRegs // SDEI saved regs[18]
 	// InPerCPU means irq_shadow_call_stack_saved_ptr or
 	// sdei_shadow_call_stack_{normal,critical}_saved_ptr (PerCPU policy).
-	InPerCPU
+	InPerCPU // per-cpu saved ptr
 	// InSnapshot means given by the caller, e.g. from a register dump.
-	InSnapshot
+	InSnapshot // snapshot
 )
-
-// String names the location.
-func (w Where) String() string {
-	switch w {
-	case InRegister:
-		return "x18"
-	case InThreadInfo:
-		return "thread_info.scs_sp"
-	case OnInterruptedStack:
-		return "interrupted stack"
-	case InSDEIRegs:
-		return "SDEI saved regs[18]"
-	case InPerCPU:
-		return "per-cpu saved ptr"
-	case InSnapshot:
-		return "snapshot"
-	}
-	return fmt.Sprintf("Where(%d)", uint8(w))
-}
 
 // Segment is one context's part of a View: the shadow stack entries
 // [Base, Top) of that context, newest at Top-8.
@@ -271,22 +255,22 @@ func (s *Segment) err() error {
 	_, bad := s.check()
 	switch bad {
 	case segNoMemory:
-		return errs.Corruptf(errs.RuleSCSRegionMissing, s.Top, "%s context", s.Context)
+		return errs.Corruptf(RuleSCSRegionMissing, s.Top, "%s context", s.Context)
 	case segMisalignedBase:
-		return errs.Corruptf(errs.RuleMisalignedSCSBase, s.Base, "%s context", s.Context)
+		return errs.Corruptf(RuleMisalignedSCSBase, s.Base, "%s context", s.Context)
 	case segOutside:
-		return errs.Corruptf(errs.RuleSCSOutsideRegion, s.Base, "%s context, %d bytes, memory of %d bytes", s.Context, s.Size, s.memSize())
+		return errs.Corruptf(RuleSCSOutsideRegion, s.Base, "%s context, %d bytes, memory of %d bytes", s.Context, s.Size, s.memSize())
 	case segTooSmall:
-		return errs.Corruptf(errs.RuleSCSTooSmallForEndMagic, s.Base, "%s context", s.Context)
+		return errs.Corruptf(RuleSCSTooSmallForEndMagic, s.Base, "%s context", s.Context)
 	case segMagic:
 		at := s.limit()
-		return errs.Corruptf(errs.RuleSCSEndMagicOverwritten, at, "%s context: %#x", s.Context, s.word(int((at-s.Base)/8)))
+		return errs.Corruptf(RuleSCSEndMagicOverwritten, at, "%s context: %#x", s.Context, s.word(int((at-s.Base)/8)))
 	case segMisalignedTop:
-		return errs.Corruptf(errs.RuleMisalignedSCSPointer, s.Top, "%s context (from %s)", s.Context, s.TopFrom)
+		return errs.Corruptf(RuleMisalignedSCSPointer, s.Top, "%s context (from %s)", s.Context, s.TopFrom)
 	case segTopBelow:
-		return errs.Corruptf(errs.RuleSCSPointerBelowBase, s.Top, "%s context (from %s), base %#x", s.Context, s.TopFrom, s.Base)
+		return errs.Corruptf(RuleSCSPointerBelowBase, s.Top, "%s context (from %s), base %#x", s.Context, s.TopFrom, s.Base)
 	case segTopOutside:
-		return errs.Corruptf(errs.RuleSCSPointerOutsideRegion, s.Top, "%s context (from %s), stack [%#x, %#x)", s.Context, s.TopFrom, s.Base, s.limit())
+		return errs.Corruptf(RuleSCSPointerOutsideRegion, s.Top, "%s context (from %s), stack [%#x, %#x)", s.Context, s.TopFrom, s.Base, s.limit())
 	}
 	return nil
 }
@@ -559,7 +543,7 @@ func (v *View) saveFrom(store []uint64, n, skip, first int) (int, error) {
 //go:noinline
 func (v *View) fail(n, i int) (int, error) {
 	if i < 0 {
-		return 0, errs.Corruptf(errs.RuleBadSCSView, uint64(v.N), "%d segments", v.N)
+		return 0, errs.Corruptf(RuleBadSCSView, uint64(v.N), "%d segments", v.N)
 	}
 	if v.changed(i + 1) {
 		return 0, ErrChanged

@@ -51,7 +51,7 @@ func TestSaveToDepot(t *testing.T) {
 	cfg := machine.DefaultConfig()
 	cfg.Policy = machine.OnStack
 	cfg.Funcs = []machine.Func{{Name: "worker"}, {Name: "tick"}}
-	m, err := machine.NewMachine(cfg)
+	m, err := machine.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

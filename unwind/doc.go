@@ -19,15 +19,29 @@
 //
 // # Packages
 //
-// Each product has its own package under unwind, above the front door
-// (an arrow is "imports"; nothing imports upward, and no subpackage
-// imports another):
+// Each product has its own package under unwind, above the front door.
+// An arrow is "imports" (the module's public packages; each may also
+// import the module's internal packages and package
+// [github.com/unwindkit/unwindkit/fault], the errors every package
+// shares); nothing imports upward, and only unwind/kernel imports a
+// sibling (it reads its dump through unwind/vmcore). TestLayering checks
+// this drawing against go list:
 //
-//	unwind            → scs, fp, depot   Source, Save, Frames, SaveToDepot, CompareTraces, Symbolizer
-//	unwind/live       → (internal only)  Callers, CallersFP: the running Go program
-//	unwind/machine    → unwind, scs, fp, depot  the modelled arm64 machine with its ground truth
-//	unwind/snapshot   → unwind, scs, fp  captures of real arm64 threads (JSON)
-//	unwind/prologue   → debug/elf, x/arch  the arm64 prologue scanner (ELF files)
+//	unwind            → scs, fp, depot                      Source, Save, Frames, SaveToDepot, CompareTraces, Symbolizer
+//	unwind/live       → (internal only)                     Callers, CallersFP: the running Go program
+//	unwind/machine    → unwind, scs, fp, depot, ptrauth     the modelled arm64 machine with its ground truth
+//	unwind/snapshot   → unwind, scs, fp, ptrauth            captures of real arm64 threads (JSON)
+//	unwind/prologue   → (internal only)                     the arm64 prologue scanner (ELF files, debug/elf, x/arch)
+//	unwind/core       → unwind, scs, fp, ptrauth            arm64 ELF core files: threads, both unwinders per thread
+//	unwind/vmcore     → ptrauth                             arm64 kernel vmcores: VMCOREINFO, page tables, kallsyms, BTF
+//	unwind/kernel     → unwind, unwind/vmcore, fp, ptrauth  a vmcore unwound with the rules of the kernel that wrote it
+//
+// Below the front door (DESIGN.md's layering): fault imports the standard
+// library only; ptrauth and percpu are leaves (fault and the internal
+// packages at most); scs → ptrauth, percpu; fp → ptrauth; depot → none;
+// unwind → scs, fp, depot. The internal packages import fault, each
+// other, ptrauth and percpu, never a package above them
+// (internal/benchbody, the benchmarks' shared bodies, excepted).
 //
 // A program that only wants live Go stack traces imports unwind/live and
 // links none of the model, debug/elf,

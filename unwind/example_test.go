@@ -12,7 +12,7 @@ import (
 func ExampleSave() {
 	cfg := machine.DefaultConfig()
 	cfg.Funcs = []machine.Func{{Name: "a"}, {Name: "b"}, {Name: "c"}}
-	m, _ := machine.NewMachine(cfg)
+	m, _ := machine.New(cfg)
 	t, _ := m.NewTask("t", "a")
 	c := m.CPU(0)
 	c.Switch(t)
@@ -34,7 +34,7 @@ func ExampleSave() {
 func Example() {
 	cfg := machine.DefaultConfig()
 	cfg.Funcs = []machine.Func{{Name: "worker"}, {Name: "fast", NoFrame: true}, {Name: "tick"}}
-	m, _ := machine.NewMachine(cfg)
+	m, _ := machine.New(cfg)
 	t, _ := m.NewTask("kworker", "worker")
 	c := m.CPU(0)
 	c.Switch(t)

@@ -18,7 +18,7 @@ func recursing(t testing.TB, scsSize uint64, depth int) *machine.CPU {
 	cfg := machine.DefaultConfig()
 	cfg.SCSSize, cfg.KASAN = scsSize, true
 	cfg.Funcs = []machine.Func{{Name: "r", Calls: []string{"r"}}}
-	m, err := machine.NewMachine(cfg)
+	m, err := machine.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,42 +1,27 @@
 package unwind
 
 import (
+	"github.com/unwindkit/unwindkit/fault"
 	"github.com/unwindkit/unwindkit/fp"
-	"github.com/unwindkit/unwindkit/internal/errs"
 	"github.com/unwindkit/unwindkit/scs"
 )
 
 // CorruptError describes corrupt state: the rule broken, the address
-// where it was found, and detail. errors.As with a *CorruptError matches
-// every corruption error of unwindkit, whichever package found it
-// (fp.CorruptError is the same shape), and errors.Is(err, [ErrCorrupt])
-// holds for it.
-type CorruptError struct {
-	// Rule is the broken rule: one of the Rule constants below (or of
-	// package depot or of a snapshot's loader, for their errors).
-	Rule string
-	// Addr is where the corruption was found (for a snapshot being
-	// loaded, the byte offset in the document).
-	Addr uint64
-	// Detail is optional extra context.
-	Detail string
-}
-
-// Error implements error, in the same words as every unwindkit package.
-func (e *CorruptError) Error() string {
-	return (&errs.CorruptError{Rule: e.Rule, Addr: e.Addr, Detail: e.Detail}).Error()
-}
-
-// Unwrap returns [ErrCorrupt].
-func (e *CorruptError) Unwrap() error { return ErrCorrupt }
-
-func init() { errs.RegisterAs[CorruptError]() }
+// where it was found, and detail. It is [fault.CorruptError], the one type
+// of every unwindkit package (fp.CorruptError and scs.CorruptError are
+// the same type), so errors.As with a *CorruptError matches every
+// corruption error of unwindkit, whichever package found it, and
+// errors.Is(err, [ErrCorrupt]) holds for it. Rule is one of the Rule
+// constants below, or of package depot or of a snapshot's loader (all in
+// package fault's one list), for their errors.
+type CorruptError = fault.CorruptError
 
 // The rules whose breach is corruption, the values of CorruptError.Rule
 // for the errors this package returns: the frame-pointer walk's (package
 // fp), the shadow call stack's (package scs) and the live Go walk's
 // (Callers). They are plain strings, defined once for all unwindkit
-// packages, so fp.RuleMisalignedFP == unwind.RuleMisalignedFP.
+// packages (package fault's list), so fp.RuleMisalignedFP ==
+// unwind.RuleMisalignedFP.
 const (
 	RuleMisalignedFP                 = fp.RuleMisalignedFP                 // see fp.RuleMisalignedFP
 	RuleFPOutsideStacks              = fp.RuleFPOutsideStacks              // see fp.RuleFPOutsideStacks
@@ -50,8 +35,8 @@ const (
 	RuleUnrecoverableGraphReturn     = fp.RuleUnrecoverableGraphReturn     // see fp.RuleUnrecoverableGraphReturn
 	RuleUnrecoverableKretprobeReturn = fp.RuleUnrecoverableKretprobeReturn // see fp.RuleUnrecoverableKretprobeReturn
 
-	RuleNonMonotonicFP = "non-monotonic fp" // Callers: a live frame pointer does not move up the goroutine stack
-	RuleFPOutsideStack = "fp outside stack" // Callers: a live frame pointer leaves the goroutine stack
+	RuleNonMonotonicFP = fault.RuleNonMonotonicFP // Callers: a live frame pointer does not move up the goroutine stack
+	RuleFPOutsideStack = fault.RuleFPOutsideStack // Callers: a live frame pointer leaves the goroutine stack
 
 	RuleSCSRegionMissing        = scs.RuleSCSRegionMissing        // see scs.RuleSCSRegionMissing
 	RuleMisalignedSCSBase       = scs.RuleMisalignedSCSBase       // see scs.RuleMisalignedSCSBase

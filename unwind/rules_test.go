@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/unwindkit/unwindkit/fault"
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/errs"
 	"github.com/unwindkit/unwindkit/scs"
 )
 
-// unwind.CorruptError is a real type that errors.As fills from the
+// unwind.CorruptError is package fault's type, which errors.As fills from the
 // corruption errors of the unwinders it fronts, with the rules as
 // constants shared with fp and scs.
 func TestCorruptErrorAs(t *testing.T) {
@@ -19,8 +20,8 @@ func TestCorruptErrorAs(t *testing.T) {
 		rule string
 	}{
 		{errs.Corruptf(fp.RuleFPNotIncreasing, 0x40, "frame record"), fp.RuleFPNotIncreasing},
-		{errs.Corrupt(errs.RuleSCSOverflow, 0x80), scs.RuleSCSOverflow},
-		{errs.Corrupt(errs.RuleNonMonotonicFP, 0xc0), RuleNonMonotonicFP},
+		{errs.Corrupt(fault.RuleSCSOverflow, 0x80), scs.RuleSCSOverflow},
+		{errs.Corrupt(fault.RuleNonMonotonicFP, 0xc0), RuleNonMonotonicFP},
 	} {
 		var ce *CorruptError
 		if !errors.As(fmt.Errorf("ctx: %w", tc.err), &ce) || ce.Rule != tc.rule || ce.Error() != tc.err.Error() || !errors.Is(ce, ErrCorrupt) {

@@ -27,31 +27,21 @@ var (
 	ErrInterruptedTopHidden = scs.ErrInterruptedTopHidden
 )
 
-// Method selects an unwinding technique.
+// Method selects an unwinding technique. Its String is "auto", "scs" or
+// "fp".
 type Method uint8
+
+//go:generate go tool stringer -type=Method,Origin -linecomment -output=source_string.go
 
 const (
 	// MethodAuto is the shadow call stack copy when the shadow call stack
 	// is on, else the frame-pointer walk.
-	MethodAuto Method = iota
+	MethodAuto Method = iota // auto
 	// MethodSCS copies return addresses off the shadow call stack.
-	MethodSCS
+	MethodSCS // scs
 	// MethodFP walks frame records.
-	MethodFP
+	MethodFP // fp
 )
-
-// String returns "auto", "scs" or "fp".
-func (m Method) String() string {
-	switch m {
-	case MethodAuto:
-		return "auto"
-	case MethodSCS:
-		return "scs"
-	case MethodFP:
-		return "fp"
-	}
-	return fmt.Sprintf("Method(%d)", uint8(m))
-}
 
 // ParseMethod returns the Method whose String is name: "auto", "scs" or
 // "fp".
@@ -166,43 +156,25 @@ func Save(src *Source, store []uint64, skip int) (int, error) {
 	return fp.Save(&src.fp, store, skip+src.skip)
 }
 
-// Origin says where a Frame's PC came from.
+// Origin says where a Frame's PC came from. Its String is the origin's
+// lowercase name, e.g. "regs-pc".
 type Origin uint8
 
 const (
 	// OriginSCS: a shadow call stack slot.
-	OriginSCS Origin = iota
+	OriginSCS Origin = iota // scs
 	// OriginInterruptedPC: the interrupted pc kept per-CPU at a context
 	// boundary (KeepInterruptedPC).
-	OriginInterruptedPC
+	OriginInterruptedPC // interrupted-pc
 	// OriginFrame: the lr of a frame record.
-	OriginFrame
+	OriginFrame // frame
 	// OriginCaller: the start of an FP walk of the current task.
-	OriginCaller
+	OriginCaller // caller
 	// OriginTask: the saved pc of a blocked task.
-	OriginTask
+	OriginTask // task
 	// OriginRegsPC: the pc of a pt_regs at an exception boundary.
-	OriginRegsPC
+	OriginRegsPC // regs-pc
 )
-
-// String returns the origin's lowercase name, e.g. "regs-pc".
-func (s Origin) String() string {
-	switch s {
-	case OriginSCS:
-		return "scs"
-	case OriginInterruptedPC:
-		return "interrupted-pc"
-	case OriginFrame:
-		return "frame"
-	case OriginCaller:
-		return "caller"
-	case OriginTask:
-		return "task"
-	case OriginRegsPC:
-		return "regs-pc"
-	}
-	return fmt.Sprintf("Origin(%d)", uint8(s))
-}
 
 // Frame is one unwound frame with its provenance.
 type Frame struct {

@@ -51,7 +51,7 @@ func run(w io.Writer, pol machine.Policy, pac, keep, fgraph, timing bool) error 
 		{Name: "ghes_notify_sdei"},
 		{Name: "asm_helper", NoSCS: true}, // __noscs
 	}
-	m, err := machine.NewMachine(cfg)
+	m, err := machine.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ func timeBoth(w io.Writer, base machine.Config) error {
 		cfg := base
 		cfg.Funcs = []machine.Func{{Name: "recurse", Calls: []string{"recurse"}}}
 		cfg.SCSSize = 16384
-		m, err := machine.NewMachine(cfg)
+		m, err := machine.New(cfg)
 		if err != nil {
 			return err
 		}

@@ -73,7 +73,7 @@ func main() {
 }
 
 func checkSnapshot(b *prologue.Binary, path string) error {
-	s, err := snapshot.OpenSnapshot(path)
+	s, err := snapshot.Open(path)
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func run(w io.Writer, args []string) error {
 }
 
 func dump(w io.Writer, path string) error {
-	s, err := snapshot.OpenSnapshot(path)
+	s, err := snapshot.Open(path)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ func RecursionMachine(pac bool, depth int) (*machine.CPU, error) {
 	cfg.PAC = pac
 	cfg.SCSSize = 16384
 	cfg.Funcs = []machine.Func{{Name: "recurse", Calls: []string{"recurse"}}}
-	m, err := machine.NewMachine(cfg)
+	m, err := machine.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +75,7 @@ func ModelSave(b *testing.B, src *unwind.Source, depth int) {
 }
 
 // EntryContexts are the contexts whose entry and exit EntryExit times.
-var EntryContexts = []machine.Context{machine.ContextIRQ, machine.ContextSDEINormal, machine.ContextSDEICritical}
+var EntryContexts = []machine.Context{machine.CtxIRQ, machine.CtxSDEINormal, machine.CtxSDEICritical}
 
 // EntryExit returns a body that enters and leaves ctx (a hard IRQ, an SDEI
 // normal or critical event) on a fresh one-CPU machine with x18 policy
@@ -84,7 +84,7 @@ func EntryExit(pol machine.Policy, ctx machine.Context) (func(*testing.B), error
 	cfg := machine.DefaultConfig()
 	cfg.Policy = pol
 	cfg.Funcs = []machine.Func{{Name: "work"}}
-	m, err := machine.NewMachine(cfg)
+	m, err := machine.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -98,11 +98,11 @@ func EntryExit(pol machine.Policy, ctx machine.Context) (func(*testing.B), error
 	}
 	var enter, exit func() error
 	switch ctx {
-	case machine.ContextIRQ:
+	case machine.CtxIRQ:
 		enter, exit = c.EnterIRQ, c.ExitIRQ
-	case machine.ContextSDEINormal:
+	case machine.CtxSDEINormal:
 		enter, exit = func() error { return c.EnterSDEI(false) }, c.ExitSDEI
-	case machine.ContextSDEICritical:
+	case machine.CtxSDEICritical:
 		if err := c.EnterSDEI(false); err != nil {
 			return nil, err
 		}

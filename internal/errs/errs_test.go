@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/unwindkit/unwindkit/fault"
 )
 
 func TestNotSupportedIsENOSYS(t *testing.T) {
@@ -25,7 +27,7 @@ func TestNotSupportedIsENOSYS(t *testing.T) {
 }
 
 func TestCorruptError(t *testing.T) {
-	err := Corruptf("misaligned fp", 0x1003, "in %s", "task stack")
+	err := Corruptf(fault.RuleMisalignedFP, 0x1003, "in %s", "task stack")
 	if !errors.Is(err, ErrCorrupt) {
 		t.Fatal("CorruptError does not unwrap to ErrCorrupt")
 	}
@@ -36,7 +38,7 @@ func TestCorruptError(t *testing.T) {
 	if got, want := err.Error(), "unwindkit: corrupt state: misaligned fp at 0x1003: in task stack"; got != want {
 		t.Fatalf("Error() = %q, want %q", got, want)
 	}
-	if got, want := Corrupt("loop", 0x10).Error(), "unwindkit: corrupt state: loop at 0x10"; got != want {
+	if got, want := Corrupt(fault.RuleSCSOverflow, 0x10).Error(), "unwindkit: corrupt state: scs overflow at 0x10"; got != want {
 		t.Fatalf("Error() = %q, want %q", got, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/unwindkit/unwindkit/fault"
 	"github.com/unwindkit/unwindkit/internal/errs"
 )
 
@@ -21,9 +22,9 @@ const maxStack = 1 << 30
 
 // Rule names of the corruption errors a walk can return.
 const (
-	ruleMisaligned   = "misaligned fp"
-	ruleNonMonotonic = "non-monotonic fp"
-	ruleOutside      = "fp outside stack"
+	ruleMisaligned   = fault.RuleMisalignedFP
+	ruleNonMonotonic = fault.RuleNonMonotonicFP
+	ruleOutside      = fault.RuleFPOutsideStack
 )
 
 // Stack moves. The frame pointer is typed as unsafe.Pointer rather than

@@ -32,6 +32,7 @@ import (
 	"strings"
 
 	"github.com/unwindkit/unwindkit/depot"
+	"github.com/unwindkit/unwindkit/fault"
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/percpu"
 	"github.com/unwindkit/unwindkit/ptrauth"
@@ -104,13 +105,16 @@ func scsCopy() {
 	_, err = scs.Save(&v, store, 0)
 	var ce *scs.CorruptError
 	fmt.Println("scs: magic overwritten:", errors.As(err, &ce) && ce.Rule == scs.RuleSCSEndMagicOverwritten)
+	// Every package's CorruptError is package fault's: one type.
+	var uce *unwind.CorruptError = ce
+	fmt.Println("scs: fault rule:", uce.Rule == fault.RuleSCSEndMagicOverwritten && errors.Is(err, fault.ErrCorrupt))
 
 	// The model's machine pushes real return addresses onto its shadow
 	// stack; the SCS copy and the FP walk of the same CPU agree.
 	cfg := machine.DefaultConfig()
 	cfg.PAC = true
 	cfg.Funcs = []machine.Func{{Name: "outer", Calls: []string{"inner"}}, {Name: "inner"}}
-	m, err := machine.NewMachine(cfg)
+	m, err := machine.New(cfg)
 	check(err)
 	t, err := m.NewTask("outside", "outer")
 	check(err)
@@ -158,7 +162,7 @@ func main() {
 	fmt.Println("live:", names[0], n == runtime.Callers(1, pcs))
 
 	// Captures: each loader rejects an empty file with an error, not a panic.
-	_, err = snapshot.LoadSnapshot(strings.NewReader(""))
+	_, err = snapshot.Load(strings.NewReader(""))
 	fmt.Println("snapshot: error", err != nil)
 	_, err = core.Load("empty", bytes.NewReader(nil), 0)
 	fmt.Println("core: error", err != nil)
@@ -192,6 +196,7 @@ func check(err error) {
 const want = `fp: 4 frames, end final, err <nil>, [0x400000 0x400003 0x400002 0x400001]
 scs: 3 entries, err <nil>, [0xffff80008000000c 0xffff800080000008 0xffff800080000004]
 scs: magic overwritten: true
+scs: fault rule: true
 machine: SCS 2 frames, FP 2 frames, equal true
 depot: same handle true, [0x400003 0x400002 0x400001]
 percpu: 0 7

@@ -18,7 +18,7 @@ import (
 const module = "github.com/unwindkit/unwindkit"
 
 // public reports whether an import path of this module names a public
-// package: ptrauth, percpu, scs, fp, depot, unwind and unwind's
+// package: fault, ptrauth, percpu, scs, fp, depot, unwind and unwind's
 // subpackages (none of them internal).
 func public(path string) bool {
 	rel, ok := strings.CutPrefix(path, module+"/")
@@ -29,7 +29,7 @@ func public(path string) bool {
 		return false
 	}
 	switch top, _, _ := strings.Cut(rel, "/"); top {
-	case "ptrauth", "percpu", "scs", "fp", "depot":
+	case "fault", "ptrauth", "percpu", "scs", "fp", "depot":
 		return rel == top
 	case "unwind":
 		return true

@@ -12,7 +12,7 @@
 // stack regions, x18 inside the shadow call stack) and reports a broken
 // rule with an error that names the field.
 //
-// The unwind package wraps Load as unwind.LoadSnapshot.
+// Package unwind/snapshot wraps Load as snapshot.Load.
 package snapshot
 
 import (
@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/unwindkit/unwindkit/fault"
 	"github.com/unwindkit/unwindkit/internal/errs"
 	"github.com/unwindkit/unwindkit/internal/mem"
 	"github.com/unwindkit/unwindkit/ptrauth"
@@ -58,21 +59,19 @@ const (
 	KindSCS   = "scs"   // a shadow call stack: scs_base and x18 point into one
 )
 
-// Rules of the corruption errors Load returns (errs.CorruptError.Rule). The
+// Rules of the corruption errors Load returns (errs.CorruptError.Rule),
+// from package fault's one list. The
 // error's Detail starts with the name of the offending field, e.g.
 // "regions[2].base: ...".
 const (
-	RuleSyntax   = "snapshot syntax"           // not a JSON document of the right shape
-	RuleMissing  = "snapshot missing field"    // a required field is absent
-	RuleBadValue = "snapshot bad value"        // bad hex, base64, version, arch, va_bits, ...
-	RuleOverlap  = "snapshot regions overlap"  // two regions share an address
-	RuleTooLarge = "snapshot region too large" // a region over MaxRegionSize
-	// RuleTotalTooLarge: the regions and strings together pass MaxTotalSize.
-	RuleTotalTooLarge = "snapshot too large"
-	// RuleTooMany: more than MaxRegions regions or MaxSymbols symbols or
-	// expect entries.
-	RuleTooMany    = "snapshot too many entries"
-	RuleRegOutside = "snapshot register outside" // sp/x29/x18/scs_base not where it must point
+	RuleSyntax        = fault.RuleSnapshotSyntax     // not a JSON document of the right shape
+	RuleMissing       = fault.RuleSnapshotMissing    // a required field is absent
+	RuleBadValue      = fault.RuleSnapshotBadValue   // bad hex, base64, version, arch, va_bits, ...
+	RuleOverlap       = fault.RuleSnapshotOverlap    // two regions share an address
+	RuleTooLarge      = fault.RuleSnapshotTooLarge   // a region over MaxRegionSize
+	RuleTotalTooLarge = fault.RuleSnapshotTotal      // the regions and strings together pass MaxTotalSize
+	RuleTooMany       = fault.RuleSnapshotTooMany    // more than MaxRegions regions or MaxSymbols symbols or expect entries
+	RuleRegOutside    = fault.RuleSnapshotRegOutside // sp/x29/x18/scs_base not where it must point
 )
 
 // Regs are the registers of the captured thread. PC and X30 may carry a

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/unwindkit/unwindkit/fault"
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/errs"
 	"github.com/unwindkit/unwindkit/scs"
@@ -185,7 +186,7 @@ func (k *Kernel) HasSCS() bool {
 func (k *Kernel) copySCS(base, top uint64, kind fp.StackKind) ([]Frame, error) {
 	size := k.V.Info.PageSize // SCS_SIZE: PAGE_SIZE << SCS_ORDER (0)
 	if top < base || top-base > size || top%8 != 0 || base%8 != 0 {
-		return nil, errs.Corruptf("scs pointer outside its stack", top, "base %#x, SCS_SIZE %#x", base, size)
+		return nil, errs.Corruptf(fault.RuleSCSPointerOutsideStack, top, "base %#x, SCS_SIZE %#x", base, size)
 	}
 	b := make([]byte, top-base)
 	if err := k.mem.ReadVirt(b, base); err != nil {

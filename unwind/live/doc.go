@@ -9,7 +9,8 @@
 // returns [ErrNotSupported].
 //
 // The package is small on purpose: a program that imports it links only
-// the runtime's packages and the walker, not the arm64 model, ELF, the
+// the runtime's packages, the walker and the shared errors (package
+// fault), not the arm64 model, ELF, the
 // instruction decoder or JSON (checked by go list -deps in the tests of
 // package unwind).
 package live

@@ -20,7 +20,7 @@ type retStack struct {
 
 func (r *retStack) push(ret, frame uint64) error {
 	if r.n >= retStackEntries {
-		return errors.New("unwind: return stack full")
+		return errors.New("machine: return stack full")
 	}
 	a := r.region.Base + fp.RetStackEntriesOff + fp.RetStackEntrySize*uint64(r.n)
 	r.region.Store(a, ret)
@@ -68,7 +68,7 @@ func (c *context) top() *activation { return c.acts[len(c.acts)-1] }
 // ret_from_fork and the task function; handle_arch_irq; the SDEI asm
 // handler and __sdei_handler.
 func (c *context) minDepth() int {
-	if c.kind == ContextIRQ {
+	if c.kind == CtxIRQ {
 		return 1
 	}
 	return 2
@@ -81,13 +81,13 @@ func (c *CPU) Switch(t *Task) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if t == nil || t.m != m {
-		return errors.New("unwind: Switch to a task of another machine")
+		return errors.New("machine: Switch to a task of another machine")
 	}
-	if k := c.Context(); k != ContextTask {
+	if k := c.Context(); k != CtxTask {
 		return fmt.Errorf("%w: cpu%d: Switch in %s context", scs.ErrNesting, c.id, k)
 	}
 	if t.cpu >= 0 && t.cpu != c.id {
-		return fmt.Errorf("unwind: task %q is running on cpu%d", t.Name, t.cpu)
+		return fmt.Errorf("machine: task %q is running on cpu%d", t.Name, t.cpu)
 	}
 	if c.task == t {
 		return nil
@@ -129,18 +129,18 @@ func (c *CPU) cur() *context { return c.ctxs[len(c.ctxs)-1] }
 
 func (c *CPU) ready() error {
 	if c.task == nil {
-		return fmt.Errorf("unwind: cpu%d has no task: Switch first", c.id)
+		return fmt.Errorf("machine: cpu%d has no task: Switch first", c.id)
 	}
 	return nil
 }
 
 // begin and end bracket a state change in the CPU's one sequence lock,
-// the SCS model's (scs.Model.Begin): the count is odd in between, so
+// the SCS model's (through internal/scsdriver): the count is odd in between, so
 // concurrent unwinders retry rather than read a torn state, and the
 // model's own changes inside the bracket are part of the same change.
-func (c *CPU) begin() { c.m.scs.Begin(c.id) }
+func (c *CPU) begin() { c.m.drv.Begin(c.id) }
 
-func (c *CPU) end() { c.publish(); c.m.scs.End(c.id) }
+func (c *CPU) end() { c.publish(); c.m.drv.End(c.id) }
 
 // Call calls the named function from the current function, through its
 // real bl call site. It fails, changing nothing, if the current function is
@@ -154,9 +154,9 @@ func (c *CPU) Call(name string) error {
 	site, ok := caller.f.sites[name]
 	if !ok {
 		if caller.f.spec.Leaf {
-			return fmt.Errorf("unwind: %s is a leaf and calls nothing", caller.f.spec.Name)
+			return fmt.Errorf("machine: %s is a leaf and calls nothing", caller.f.spec.Name)
 		}
-		return fmt.Errorf("unwind: %s has no call site for %q", caller.f.spec.Name, name)
+		return fmt.Errorf("machine: %s has no call site for %q", caller.f.spec.Name, name)
 	}
 	callee := c.m.text.byName[name]
 	c.begin()
@@ -170,10 +170,10 @@ func (c *CPU) enter(ctx *context, caller *activation, callee *fn, ret uint64) er
 	m, t := c.m, c.task
 	sp := ctx.sp
 	if sp-ctx.stack.Base < callee.frameSz+64 || sp > ctx.stack.End() {
-		return fmt.Errorf("unwind: %s stack overflow calling %s", ctx.kind, callee.spec.Name)
+		return fmt.Errorf("machine: %s stack overflow calling %s", ctx.kind, callee.spec.Name)
 	}
 	if callee.probed && t.kprobe.n >= retStackEntries || callee.traced && t.graph.n >= retStackEntries {
-		return fmt.Errorf("unwind: return stack full calling %s", callee.spec.Name)
+		return fmt.Errorf("machine: return stack full calling %s", callee.spec.Name)
 	}
 	a := c.newActivation()
 	*a = activation{f: callee, pc: callee.body, ret: ret, entrySP: sp, savedX29: ctx.x29}
@@ -193,7 +193,7 @@ func (c *CPU) enter(ctx *context, caller *activation, callee *fn, ret uint64) er
 	}
 	if callee.scs {
 		if err := m.scs.Push(c.id, lr); err != nil {
-			return fmt.Errorf("unwind: calling %s: %w", callee.spec.Name, err)
+			return fmt.Errorf("machine: calling %s: %w", callee.spec.Name, err)
 		}
 	}
 	if a.kprobe {
@@ -234,7 +234,7 @@ func (c *CPU) Return() error {
 	}
 	ctx := c.cur()
 	if len(ctx.acts) <= ctx.minDepth() {
-		return fmt.Errorf("unwind: cpu%d: nothing to return from: %s is the base of the %s context",
+		return fmt.Errorf("machine: cpu%d: nothing to return from: %s is the base of the %s context",
 			c.id, ctx.top().f.spec.Name, ctx.kind)
 	}
 	c.begin()
@@ -251,22 +251,22 @@ func (c *CPU) leave(ctx *context) error {
 		fpv, _ := ctx.stack.Load(a.frameAt)
 		lrv, _ := ctx.stack.Load(a.frameAt + 8)
 		if fpv != a.savedX29 || lrv != a.saved {
-			return fmt.Errorf("unwind: %s: frame record at %#x overwritten", f.spec.Name, a.frameAt)
+			return fmt.Errorf("machine: %s: frame record at %#x overwritten", f.spec.Name, a.frameAt)
 		}
 	}
 	if f.scs {
 		v, err := m.scs.Pop(c.id)
 		if err != nil {
-			return fmt.Errorf("unwind: returning from %s: %w", f.spec.Name, err)
+			return fmt.Errorf("machine: returning from %s: %w", f.spec.Name, err)
 		}
 		if v != a.saved {
 			_ = m.scs.Push(c.id, v)
-			return fmt.Errorf("unwind: returning from %s: shadow call stack holds %#x, pushed %#x", f.spec.Name, v, a.saved)
+			return fmt.Errorf("machine: returning from %s: shadow call stack holds %#x, pushed %#x", f.spec.Name, v, a.saved)
 		}
 	}
 	if f.pac {
-		if _, err := m.cfg.Layout.Auth(a.saved, a.entrySP, m.cfg.Key, m.cfg.Algorithm, ptrauth.KeyA); err != nil {
-			return fmt.Errorf("unwind: autiasp in %s: %w", f.spec.Name, err)
+		if _, err := m.cfg.Layout.Auth(a.saved, a.entrySP, m.cfg.Key, m.cfg.Algorithm, ptrauth.KeyIA); err != nil {
+			return fmt.Errorf("machine: autiasp in %s: %w", f.spec.Name, err)
 		}
 	}
 	if a.graph {

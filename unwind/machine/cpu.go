@@ -85,12 +85,12 @@ func (c *CPU) sourceInto(src *unwind.Source, p *pubState, method unwind.Method, 
 		}
 	}
 	if p.task == nil {
-		return fmt.Errorf("unwind: cpu%d has no task", c.id)
+		return fmt.Errorf("machine: cpu%d has no task", c.id)
 	}
 	switch method {
 	case unwind.MethodSCS:
 		if !m.cfg.SCS {
-			return fmt.Errorf("unwind: shadow call stack copy: %w", unwind.ErrNotSupported)
+			return fmt.Errorf("machine: shadow call stack copy: %w", unwind.ErrNotSupported)
 		}
 		var v scs.View
 		if err := m.scs.ViewInto(c.id, &v); err != nil {
@@ -100,7 +100,7 @@ func (c *CPU) sourceInto(src *unwind.Source, p *pubState, method unwind.Method, 
 		src.SetSCS(&v, unwind.SourceOptions{Symbolizer: m.sym, Skip: opts.Skip})
 	case unwind.MethodFP:
 		if !m.cfg.FramePointers {
-			return fmt.Errorf("unwind: frame-pointer walk: %w", unwind.ErrNotSupported)
+			return fmt.Errorf("machine: frame-pointer walk: %w", unwind.ErrNotSupported)
 		}
 		t := p.task
 		fc := m.fpMem // the model's memory, read atomically
@@ -121,7 +121,7 @@ func (c *CPU) sourceInto(src *unwind.Source, p *pubState, method unwind.Method, 
 		}
 		src.SetFP(&fc, unwind.SourceOptions{Symbolizer: m.sym, Skip: 1 + opts.Skip})
 	default:
-		return fmt.Errorf("unwind: unknown method %v", method)
+		return fmt.Errorf("machine: unknown method %v", method)
 	}
 	return nil
 }
@@ -197,7 +197,7 @@ func (c *CPU) Unwind(method unwind.Method, inv Invocation, store []uint64, opts 
 // if the CPU changed meanwhile (a seqlock read), at most 1000 times.
 func (c *CPU) UnwindSeq(method unwind.Method, store []uint64, opts SaveOptions) (n int, seq uint64, err error) {
 	for try := 0; try < 1000; try++ {
-		s1 := c.m.scs.Seq(c.id)
+		s1 := c.m.drv.Seq(c.id)
 		if s1&1 != 0 {
 			runtime.Gosched()
 			continue
@@ -208,7 +208,7 @@ func (c *CPU) UnwindSeq(method unwind.Method, store []uint64, opts SaveOptions) 
 		if err == nil {
 			n, err = unwind.Save(&src, store, 0) // src applies opts.Skip
 		}
-		if c.m.scs.Seq(c.id) != s1 {
+		if c.m.drv.Seq(c.id) != s1 {
 			runtime.Gosched()
 			continue
 		}
@@ -219,6 +219,6 @@ func (c *CPU) UnwindSeq(method unwind.Method, store []uint64, opts SaveOptions) 
 
 // Seq returns the CPU's state sequence number: even when stable, bumped by
 // two for every state change.
-func (c *CPU) Seq() uint64 { return c.m.scs.Seq(c.id) }
+func (c *CPU) Seq() uint64 { return c.m.drv.Seq(c.id) }
 
 func ptr(p pubState) *pubState { return &p }

@@ -56,7 +56,7 @@ type script struct {
 }
 
 func newScript(t testing.TB, cfg Config) *script {
-	m, err := NewMachine(cfg)
+	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 // Package machine is unwindkit's model of an arm64 Linux system, built to
-// hold both unwinders to a ground truth: a [Machine] (NewMachine, [Config])
+// hold both unwinders to a ground truth: a [Machine] (New, [Config])
 // with CPUs, tasks and a text region of real A64 instructions. Every
 // declared [Func] gets the prologue and epilogue a compiler emits for its
 // shape (paciasp, the shadow call stack push "str x30, [x18], #8",
@@ -49,11 +49,12 @@
 //
 // The CPU keeps no nesting state or sequence lock of its own: the SCS
 // model (package scs, present in a disabled form when Config.SCS is off)
-// owns both. Exception entries and exits ask scs.Model.CheckEnter and
-// CheckExit before they write anything (a refused transition wraps
-// scs.ErrNesting and changes nothing), CPU.Context is the model's, and
-// every step (Call, Return, the entries and exits, Switch) is one change
-// of the model's per-CPU sequence (scs.Model.Begin and End), inside which
+// owns both, and lets its driver reach them through an internal package
+// (they are not scs's public API). Exception entries and exits ask the
+// model's nesting rules before they write anything (a refused transition
+// wraps scs.ErrNesting and changes nothing), CPU.Context is the model's,
+// and every step (Call, Return, the entries and exits, Switch) is one
+// change of the model's per-CPU sequence, inside which
 // the model's own pushes, pops and saved pointers change too. CPU.Unwind
 // and CPU.Seq read that one count; the registers concurrent unwinders need
 // are published in atomic fields inside each change, so Call and Return

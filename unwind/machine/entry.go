@@ -21,12 +21,12 @@ func (c *CPU) EnterIRQ() error {
 		return err
 	}
 	ctx := c.cur()
-	if err := c.m.scs.CheckEnter(c.id, ContextIRQ); err != nil {
+	if err := c.m.drv.CheckEnter(c.id, uint8(CtxIRQ)); err != nil {
 		return err
 	}
 	need := uint64(ptRegsSize + 16 + 16 + 16 + 64)
 	if ctx.sp-ctx.stack.Base < need {
-		return fmt.Errorf("unwind: cpu%d: task stack overflow taking an IRQ", c.id)
+		return fmt.Errorf("machine: cpu%d: task stack overflow taking an IRQ", c.id)
 	}
 	c.begin()
 	defer c.end()
@@ -50,7 +50,7 @@ func (c *CPU) EnterIRQ() error {
 	h := ha.f
 	cois := m.text.byName[FnCallOnIRQStack]
 	var slot uint64
-	if m.cfg.SCS && m.cfg.Policy.SavedX18(ContextIRQ) == scs.OnInterruptedStack {
+	if m.cfg.SCS && m.cfg.Policy.SavedX18(CtxIRQ) == scs.OnInterruptedStack {
 		// stp scs_sp, xzr, [sp, #-16]!
 		ctx.sp -= 16
 		slot = ctx.sp
@@ -62,7 +62,7 @@ func (c *CPU) EnterIRQ() error {
 	if err := m.scs.EnterIRQ(c.id, slot, ipc); err != nil {
 		return c.abortEntry(ctx, 3, err)
 	}
-	irq := &context{kind: ContextIRQ, stack: c.irqStack, sp: c.irqStack.End(), x29: ctx.x29, parent: ctx}
+	irq := &context{kind: CtxIRQ, stack: c.irqStack, sp: c.irqStack.End(), x29: ctx.x29, parent: ctx}
 	c.ctxs = append(c.ctxs, irq)
 	if err := c.enter(irq, ctx.top(), m.text.byName[FnHandleIRQ], cois.blr+4); err != nil {
 		c.ctxs = c.ctxs[:len(c.ctxs)-1]
@@ -103,11 +103,11 @@ func (c *CPU) ExitIRQ() error {
 		return err
 	}
 	ctx := c.cur()
-	if err := c.m.scs.CheckExit(c.id, ContextIRQ); err != nil {
+	if err := c.m.drv.CheckExit(c.id, uint8(CtxIRQ)); err != nil {
 		return err
 	}
 	if len(ctx.acts) != ctx.minDepth() {
-		return fmt.Errorf("unwind: cpu%d: ExitIRQ with %d functions still live above handle_arch_irq", c.id, len(ctx.acts)-1)
+		return fmt.Errorf("machine: cpu%d: ExitIRQ with %d functions still live above handle_arch_irq", c.id, len(ctx.acts)-1)
 	}
 	c.begin()
 	defer c.end()
@@ -142,7 +142,7 @@ func (c *CPU) exitException(ctx *context) error {
 	x30, _ := ctx.stack.Load(regs + ptRegsX30)
 	pc, _ := ctx.stack.Load(regs + ptRegsPC)
 	if pc != va.ret || x29 != va.savedX29 {
-		return fmt.Errorf("unwind: cpu%d: pt_regs at %#x overwritten", c.id, regs)
+		return fmt.Errorf("machine: cpu%d: pt_regs at %#x overwritten", c.id, regs)
 	}
 	ctx.acts = ctx.acts[:len(ctx.acts)-1]
 	ctx.sp = va.entrySP
@@ -162,12 +162,12 @@ func (c *CPU) EnterSDEI(critical bool) error {
 		return err
 	}
 	ctx := c.cur()
-	kind := ContextSDEINormal
+	kind := CtxSDEINormal
 	stack := c.sdeiNormal
 	if critical {
-		kind, stack = ContextSDEICritical, c.sdeiCritical
+		kind, stack = CtxSDEICritical, c.sdeiCritical
 	}
-	if err := c.m.scs.CheckEnter(c.id, kind); err != nil {
+	if err := c.m.drv.CheckEnter(c.id, uint8(kind)); err != nil {
 		return err
 	}
 	c.begin()
@@ -224,11 +224,11 @@ func (c *CPU) ExitSDEI() error {
 		return err
 	}
 	ctx := c.cur()
-	if k := c.Context(); k != ContextSDEINormal && k != ContextSDEICritical {
-		return c.m.scs.CheckExit(c.id, ContextSDEINormal) // says why not
+	if k := c.Context(); k != CtxSDEINormal && k != CtxSDEICritical {
+		return c.m.drv.CheckExit(c.id, uint8(CtxSDEINormal)) // says why not
 	}
 	if len(ctx.acts) != 2 {
-		return fmt.Errorf("unwind: cpu%d: ExitSDEI with %d functions still live in the SDEI context", c.id, len(ctx.acts)-2)
+		return fmt.Errorf("machine: cpu%d: ExitSDEI with %d functions still live in the SDEI context", c.id, len(ctx.acts)-2)
 	}
 	c.begin()
 	defer c.end()

@@ -37,7 +37,7 @@ func TestNestingOneStateMachine(t *testing.T) {
 				t.Errorf("scs=%v %s: %v, want ErrNesting", withSCS, name, err)
 			}
 		}
-		if c.Seq() != seq || c.Context() != ContextIRQ || m.scs.Context(0) != ContextIRQ {
+		if c.Seq() != seq || c.Context() != CtxIRQ || m.scs.Context(0) != CtxIRQ {
 			t.Errorf("scs=%v: refused transitions changed the CPU: seq %d -> %d, context %s", withSCS, seq, c.Seq(), c.Context())
 		}
 		must(t, c.EnterSDEI(true))
@@ -49,7 +49,7 @@ func TestNestingOneStateMachine(t *testing.T) {
 		}
 		must(t, c.ExitSDEI())
 		must(t, c.ExitIRQ())
-		if c.Context() != ContextTask || c.Seq()%2 != 0 || c.Seq() <= seq {
+		if c.Context() != CtxTask || c.Seq()%2 != 0 || c.Seq() <= seq {
 			t.Errorf("scs=%v: after exits: context %s, seq %d", withSCS, c.Context(), c.Seq())
 		}
 	}

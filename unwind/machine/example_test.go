@@ -9,10 +9,10 @@ import (
 
 // A task calls two functions and takes an IRQ; both unwinders run inline in
 // the IRQ handler's callee.
-func ExampleNewMachine() {
+func ExampleNew() {
 	cfg := machine.DefaultConfig()
 	cfg.Funcs = []machine.Func{{Name: "worker"}, {Name: "step"}, {Name: "tick"}}
-	m, err := machine.NewMachine(cfg)
+	m, err := machine.New(cfg)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -41,7 +41,7 @@ func ExampleNewMachine() {
 func ExampleCPU_Compare() {
 	cfg := machine.DefaultConfig()
 	cfg.Funcs = []machine.Func{{Name: "main_loop"}, {Name: "fast", NoFrame: true}, {Name: "leaf", Leaf: true}, {Name: "handler"}}
-	m, _ := machine.NewMachine(cfg)
+	m, _ := machine.New(cfg)
 	t, _ := m.NewTask("t", "main_loop")
 	c := m.CPU(0)
 	c.Switch(t)
@@ -65,7 +65,7 @@ func ExampleCPU_Compare() {
 func Example() {
 	cfg := machine.DefaultConfig()
 	cfg.Funcs = []machine.Func{{Name: "worker"}, {Name: "leaf", Leaf: true}}
-	m, _ := machine.NewMachine(cfg)
+	m, _ := machine.New(cfg)
 	t, _ := m.NewTask("kworker", "worker")
 	c := m.CPU(0)
 	c.Switch(t)

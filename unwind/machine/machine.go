@@ -10,6 +10,7 @@ import (
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/mem"
+	"github.com/unwindkit/unwindkit/internal/scsdriver"
 	"github.com/unwindkit/unwindkit/ptrauth"
 	"github.com/unwindkit/unwindkit/scs"
 	"github.com/unwindkit/unwindkit/unwind"
@@ -19,12 +20,12 @@ import (
 // nest: task, then hard IRQ, then SDEI normal, then SDEI critical.
 type Context = scs.Context
 
-// The contexts.
+// The contexts, scs's constants under their names there.
 const (
-	ContextTask         = scs.CtxTask
-	ContextIRQ          = scs.CtxIRQ
-	ContextSDEINormal   = scs.CtxSDEINormal
-	ContextSDEICritical = scs.CtxSDEICritical
+	CtxTask         = scs.CtxTask
+	CtxIRQ          = scs.CtxIRQ
+	CtxSDEINormal   = scs.CtxSDEINormal
+	CtxSDEICritical = scs.CtxSDEICritical
 )
 
 // Policy says where entry code keeps the interrupted context's x18
@@ -136,7 +137,10 @@ type Machine struct {
 	sym  *unwind.Symbolizer
 	// scs is the SCS model, present (Disabled) even without the shadow
 	// call stack: it owns each CPU's nesting state and sequence lock.
-	scs  *scs.Model
+	scs *scs.Model
+	// drv is scs's driver hooks (its sequence lock and nesting rules),
+	// which are not scs's public API.
+	drv  scsdriver.Driver
 	cpus []*CPU
 	// fpMem is an fp.Config holding only the model's memory (attached
 	// once with mem.AttachFP): every FP Config of the model starts as a
@@ -187,9 +191,9 @@ type CPU struct {
 	free    []*activation // activations returned by leave, for enter
 }
 
-// NewMachine builds a machine from cfg. It fails with a clear error for an
+// New builds a machine from cfg. It fails with a clear error for an
 // invalid configuration.
-func NewMachine(cfg Config) (*Machine, error) {
+func New(cfg Config) (*Machine, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -219,7 +223,7 @@ func NewMachine(cfg Config) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.scs = sm
+	m.scs, m.drv = sm, scsdriver.Of(sm)
 	for i := 0; i < cfg.NumCPU; i++ {
 		c := &CPU{m: m, id: i}
 		var err error
@@ -249,29 +253,29 @@ func NewMachine(cfg Config) (*Machine, error) {
 func (cfg *Config) validate() error {
 	switch {
 	case cfg.NumCPU < 1 || cfg.NumCPU > 64:
-		return fmt.Errorf("unwind: NumCPU %d outside [1, 64]", cfg.NumCPU)
+		return fmt.Errorf("machine: NumCPU %d outside [1, 64]", cfg.NumCPU)
 	case cfg.SCS && cfg.SCSSize != 0 && (cfg.SCSSize < 64 || cfg.SCSSize%8 != 0 || cfg.SCSSize > 1<<20):
-		return fmt.Errorf("unwind: SCSSize %d: want a multiple of 8 in [64, 1 MiB]", cfg.SCSSize)
+		return fmt.Errorf("machine: SCSSize %d: want a multiple of 8 in [64, 1 MiB]", cfg.SCSSize)
 	case !cfg.SCS && cfg.KeepInterruptedPC:
-		return errors.New("unwind: KeepInterruptedPC needs the shadow call stack")
+		return errors.New("machine: KeepInterruptedPC needs the shadow call stack")
 	case cfg.PAC && cfg.Layout == (ptrauth.Layout{}):
-		return errors.New("unwind: PAC on with the zero Layout (no PAC field)")
+		return errors.New("machine: PAC on with the zero Layout (no PAC field)")
 	case int(cfg.Policy) >= len(scs.Policies):
-		return fmt.Errorf("unwind: unknown SCS policy %d", cfg.Policy)
+		return fmt.Errorf("machine: unknown SCS policy %d", cfg.Policy)
 	case !cfg.FramePointers && (cfg.FGraph || cfg.Kretprobes):
-		return errors.New("unwind: the function-graph tracer and kretprobes need frame pointers in this model")
+		return errors.New("machine: the function-graph tracer and kretprobes need frame pointers in this model")
 	}
 	seen := map[string]bool{}
 	for _, f := range cfg.Funcs {
 		if f.Name == "" {
-			return errors.New("unwind: a function has no name")
+			return errors.New("machine: a function has no name")
 		}
 		if seen[f.Name] || isBuiltin(f.Name) {
-			return fmt.Errorf("unwind: function %q declared twice or shadows a builtin", f.Name)
+			return fmt.Errorf("machine: function %q declared twice or shadows a builtin", f.Name)
 		}
 		seen[f.Name] = true
 		if f.Locals < 0 || f.Locals > 4096 {
-			return fmt.Errorf("unwind: function %q: Locals %d outside [0, 4096]", f.Name, f.Locals)
+			return fmt.Errorf("machine: function %q: Locals %d outside [0, 4096]", f.Name, f.Locals)
 		}
 	}
 	return nil
@@ -385,7 +389,7 @@ func (m *Machine) NumCPU() int { return len(m.cpus) }
 // CPU returns CPU i. It panics if i is out of range.
 func (m *Machine) CPU(i int) *CPU {
 	if i < 0 || i >= len(m.cpus) {
-		panic(fmt.Sprintf("unwind: CPU %d out of range [0, %d)", i, len(m.cpus)))
+		panic(fmt.Sprintf("machine: CPU %d out of range [0, %d)", i, len(m.cpus)))
 	}
 	return m.cpus[i]
 }
@@ -409,7 +413,7 @@ func (m *Machine) NewTask(name, entry string) (*Task, error) {
 	defer m.mu.Unlock()
 	ef, ok := m.text.byName[entry]
 	if !ok || isBuiltin(entry) {
-		return nil, fmt.Errorf("unwind: task %q: entry function %q not declared", name, entry)
+		return nil, fmt.Errorf("machine: task %q: entry function %q not declared", name, entry)
 	}
 	t := &Task{Name: name, m: m, cpu: -1}
 	var err error
@@ -431,7 +435,7 @@ func (m *Machine) NewTask(name, entry string) (*Task, error) {
 	t.stack.Store(t.ptRegs+ptRegsPState, 0) // EL0t: a user task's entry regs
 	t.stack.Store(t.ptRegs+ptRegsStackFrame+fp.MetaTypeOff, metaFinal)
 	rf := m.text.byName[FnRetFromFork]
-	ctx := &context{kind: ContextTask, stack: t.stack, sp: t.ptRegs, x29: t.ptRegs + ptRegsStackFrame}
+	ctx := &context{kind: CtxTask, stack: t.stack, sp: t.ptRegs, x29: t.ptRegs + ptRegsStackFrame}
 	ctx.acts = []*activation{{f: rf, pc: rf.blr + 4, entrySP: t.ptRegs}}
 	t.ctx = ctx
 	t.entry = ef // called by ret_from_fork's blr x19 when first switched to

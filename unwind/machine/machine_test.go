@@ -29,7 +29,7 @@ func newTestMachine(t testing.TB, mod func(*Config)) (*Machine, *CPU) {
 	if mod != nil {
 		mod(&cfg)
 	}
-	m, err := NewMachine(cfg)
+	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 
 // ErrTaskRunning is returned by Task.Source for a task that is running on
 // a CPU: unwind it through CPU.Source or CPU.Unwind instead.
-var ErrTaskRunning = fmt.Errorf("unwind: task is running; unwind its CPU")
+var ErrTaskRunning = fmt.Errorf("machine: task is running; unwind its CPU")
 
 // Source returns a Source for the blocked task t, as the kernel's
 // stack_trace_save_tsk unwinds a task that is not running (for
@@ -38,13 +38,13 @@ func (t *Task) Source(method unwind.Method) (*unwind.Source, error) {
 	switch method {
 	case unwind.MethodSCS:
 		if !m.cfg.SCS {
-			return nil, fmt.Errorf("unwind: shadow call stack copy: %w", unwind.ErrNotSupported)
+			return nil, fmt.Errorf("machine: shadow call stack copy: %w", unwind.ErrNotSupported)
 		}
 		v := m.scs.TaskView(t.scsState)
 		src = unwind.NewSCSSource(&v, unwind.SourceOptions{Symbolizer: m.sym})
 	case unwind.MethodFP:
 		if !m.cfg.FramePointers {
-			return nil, fmt.Errorf("unwind: frame-pointer walk: %w", unwind.ErrNotSupported)
+			return nil, fmt.Errorf("machine: frame-pointer walk: %w", unwind.ErrNotSupported)
 		}
 		ctx := t.ctx
 		fc := m.fpMem // the model's memory, read atomically
@@ -59,7 +59,7 @@ func (t *Task) Source(method unwind.Method) (*unwind.Source, error) {
 		}
 		src = unwind.NewFPSource(&fc, unwind.SourceOptions{Symbolizer: m.sym})
 	default:
-		return nil, fmt.Errorf("unwind: unknown method %v", method)
+		return nil, fmt.Errorf("machine: unknown method %v", method)
 	}
 	return src, nil
 }

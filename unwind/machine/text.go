@@ -129,7 +129,7 @@ func buildText(base uint64, fns []*fn, fgraph bool) (*text, error) {
 	t := &text{byName: make(map[string]*fn, len(fns))}
 	for _, f := range fns {
 		if _, dup := t.byName[f.spec.Name]; dup {
-			return nil, fmt.Errorf("unwind: function %q declared twice", f.spec.Name)
+			return nil, fmt.Errorf("machine: function %q declared twice", f.spec.Name)
 		}
 		t.byName[f.spec.Name] = f
 	}
@@ -149,7 +149,7 @@ func buildText(base uint64, fns []*fn, fgraph bool) (*text, error) {
 		}
 		for _, c := range callees {
 			if _, ok := t.byName[c]; !ok {
-				return nil, fmt.Errorf("unwind: function %q calls undeclared %q", f.spec.Name, c)
+				return nil, fmt.Errorf("machine: function %q calls undeclared %q", f.spec.Name, c)
 			}
 		}
 		plans[i] = plan{pro, callees}

@@ -1,7 +1,7 @@
 // Package snapshot unwinds captures of real arm64 threads: registers,
 // stack and shadow call stack regions, symbols, the PAC layout (va_bits,
 // tbi) and optionally the known call chain, in unwindkit's JSON format
-// (version 1, documented at [LoadSnapshot] and in testdata/README.md).
+// (version 1, documented at [Load] and in testdata/README.md).
 //
 // [Snapshot.Source] returns the front door's
 // [github.com/unwindkit/unwindkit/unwind.Source] over the capture: the SCS

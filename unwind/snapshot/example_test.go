@@ -10,14 +10,14 @@ import (
 
 // Unwinding a capture of a real arm64 program built with clang's
 // -fsanitize=shadow-call-stack and -mbranch-protection=pac-ret.
-func ExampleLoadSnapshot() {
+func ExampleLoad() {
 	f, err := os.Open("../../testdata/arm64/snapshots/clang-pacret-pauth-chain.json")
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer f.Close()
-	s, err := snapshot.LoadSnapshot(f)
+	s, err := snapshot.Load(f)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -42,7 +42,7 @@ func ExampleLoadSnapshot() {
 // Unwind a real capture with both techniques and let the front door say
 // what each one misses.
 func Example() {
-	s, err := snapshot.OpenSnapshot("../../testdata/arm64/snapshots/clang-pacret-pauth-leaf.json")
+	s, err := snapshot.Open("../../testdata/arm64/snapshots/clang-pacret-pauth-leaf.json")
 	if err != nil {
 		fmt.Println(err)
 		return

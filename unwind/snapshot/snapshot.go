@@ -16,7 +16,7 @@ import (
 
 // Snapshot is a capture of a real arm64 thread: registers, memory regions
 // (stacks, shadow call stack), symbols and, optionally, the known call
-// chain. See LoadSnapshot for the format.
+// chain. See Load for the format.
 type Snapshot struct {
 	// VABits and TBI describe the captured addresses' layout; Layout is
 	// the PAC layout built from them.
@@ -54,7 +54,7 @@ type Region struct {
 	Base, Size uint64
 }
 
-// LoadSnapshot reads a snapshot (format version 1):
+// Load reads a snapshot (format version 1):
 //
 //	{
 //	  "version": 1, "arch": "arm64",
@@ -73,7 +73,7 @@ type Region struct {
 // field, bad hex, overlapping regions, a region over 64 MiB, or a register
 // outside every region it must point into is an error naming the field
 // (wrapping ErrCorrupt). testdata/README.md documents every field.
-func LoadSnapshot(r io.Reader) (*Snapshot, error) {
+func Load(r io.Reader) (*Snapshot, error) {
 	s, err := snapshot.Load(r)
 	if err != nil {
 		return nil, err
@@ -87,14 +87,14 @@ func LoadSnapshot(r io.Reader) (*Snapshot, error) {
 	return out, nil
 }
 
-// OpenSnapshot loads the snapshot file at path (see LoadSnapshot).
-func OpenSnapshot(path string) (*Snapshot, error) {
+// Open loads the snapshot file at path (see Load).
+func Open(path string) (*Snapshot, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	s, err := LoadSnapshot(f)
+	s, err := Load(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -136,7 +136,7 @@ func (s *Snapshot) Source(method unwind.Method) (*unwind.Source, error) {
 	case unwind.MethodSCS:
 		r := s.s.SCSRegion()
 		if r == nil {
-			return nil, fmt.Errorf("unwind: snapshot has no shadow call stack: %w", unwind.ErrNotSupported)
+			return nil, fmt.Errorf("snapshot: snapshot has no shadow call stack: %w", unwind.ErrNotSupported)
 		}
 		var data []byte // the shadow stack's bytes from SCSBase on
 		if s.SCSBase >= r.Base && s.SCSBase <= r.End() {
@@ -161,7 +161,7 @@ func (s *Snapshot) Source(method unwind.Method) (*unwind.Source, error) {
 		mem.AttachFP(&c, s.s.Memory) // the capture's memory
 		src = unwind.NewFPSource(&c, unwind.SourceOptions{Symbolizer: s.sym})
 	default:
-		return nil, fmt.Errorf("unwind: unknown method %v", method)
+		return nil, fmt.Errorf("snapshot: unknown method %v", method)
 	}
 	return src, nil
 }

@@ -279,7 +279,7 @@ func TestSymbolizerIsTheLoaders(t *testing.T) {
 		t.Fatal("no snapshots")
 	}
 	for _, path := range files {
-		s, err := OpenSnapshot(path)
+		s, err := Open(path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ import (
 
 func loadSnap(t testing.TB, path string) *Snapshot {
 	t.Helper()
-	s, err := OpenSnapshot(path)
+	s, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func drop(chain []string, names ...string) []string {
 }
 
 // TestSnapshotsPublicAPI unwinds every committed real capture through
-// LoadSnapshot and Source with both techniques: each symbolizes to the
+// Load and Source with both techniques: each symbolizes to the
 // known chain minus exactly what its rules say it cannot see (the SCS
 // copy: the innermost pc, _start because main is not instrumented, a
 // leaf's caller whose return address is only in x30, the pc a signal
@@ -113,7 +113,7 @@ func TestSnapshotNoSCS(t *testing.T) {
 		t.Fatal("no scs_base in the capture")
 	}
 	j := strings.Index(txt[i:], ",")
-	s, err := LoadSnapshot(strings.NewReader(txt[:i] + txt[i+j+1:]))
+	s, err := Load(strings.NewReader(txt[:i] + txt[i+j+1:]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,14 +127,14 @@ func TestSnapshotNoSCS(t *testing.T) {
 
 func TestLoadSnapshotErrors(t *testing.T) {
 	for _, bad := range []string{"", "{", `{"version": 2}`, `{"version": 1, "arch": "x86_64"}`} {
-		if _, err := LoadSnapshot(strings.NewReader(bad)); err == nil {
-			t.Errorf("LoadSnapshot(%q) succeeded", bad)
+		if _, err := Load(strings.NewReader(bad)); err == nil {
+			t.Errorf("Load(%q) succeeded", bad)
 		}
 	}
 }
 
 // FuzzLoadSnapshot feeds arbitrary bytes (seeded with real captures)
-// through the public path a crash-dump tool uses: LoadSnapshot, a Source
+// through the public path a crash-dump tool uses: Load, a Source
 // for each method, Frames, and CompareTraces. Nothing may panic; a loaded
 // snapshot unwinds to at most as many frames as its memory has words, and
 // fails only with ErrCorrupt or ErrNotSupported.
@@ -148,7 +148,7 @@ func FuzzLoadSnapshot(f *testing.F) {
 	}
 	f.Add([]byte(`{"version":1}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := LoadSnapshot(bytes.NewReader(data))
+		s, err := Load(bytes.NewReader(data))
 		if err != nil {
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/unwindkit/unwindkit/fault"
 	"github.com/unwindkit/unwindkit/internal/errs"
 )
 
@@ -71,7 +72,7 @@ const maxBTFName = 512
 // btfErr is a malformed-BTF error at byte offset off of the BTF: a
 // *CorruptError (errors.Is(err, ErrCorrupt)).
 func btfErr(off int, format string, args ...any) error {
-	return errs.Corruptf("malformed BTF", uint64(off), format, args...)
+	return errs.Corruptf(fault.RuleMalformedBTF, uint64(off), format, args...)
 }
 
 // ParseBTF parses raw BTF (the .BTF section, __start_BTF..__stop_BTF).

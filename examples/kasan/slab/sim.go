@@ -156,7 +156,7 @@ func New(cfg Config) (*Sim, error) {
 	mc.Policy = cfg.Policy
 	mc.KASAN = true
 	mc.Funcs = funcs()
-	m, err := machine.NewMachine(mc)
+	m, err := machine.New(mc)
 	if err != nil {
 		return nil, err
 	}

@@ -1,13 +1,11 @@
-package errs
+package fault
 
 // The rules whose breach is corruption: the one list of every
-// CorruptError.Rule value. They are plain strings, so that one corruption
-// error compares equal to the constant of whichever public package a
-// caller imports. The public packages (fp, scs, depot, unwind) spell each
-// value out in their own untyped constants, so that go doc shows it; their
-// tests check that each equals the one here.
+// [CorruptError.Rule] value, each string spelled here and nowhere else.
+// The packages that check a rule re-export its constant under the same
+// name (fp.RuleMisalignedFP is RuleMisalignedFP).
 const (
-	// Frame-pointer walk (package fp).
+	// Frame-pointer walk (package fp, after arch/arm64/kernel/stacktrace.c).
 
 	RuleMisalignedFP                 = "misaligned fp"                    // a frame pointer is not 8-byte aligned
 	RuleFPOutsideStacks              = "fp outside stacks"                // a frame record is in no accessible stack
@@ -21,7 +19,8 @@ const (
 	RuleUnrecoverableGraphReturn     = "unrecoverable graph return"       // a function-graph trampoline without its return stack entry
 	RuleUnrecoverableKretprobeReturn = "unrecoverable kretprobe return"   // a kretprobe trampoline without its instance
 
-	// Live Go frame-pointer walk (unwind.Callers).
+	// Live Go frame-pointer walk (package unwind/live). A misaligned live
+	// frame pointer is RuleMisalignedFP.
 
 	RuleNonMonotonicFP = "non-monotonic fp" // a live frame pointer does not move up the stack
 	RuleFPOutsideStack = "fp outside stack" // a live frame pointer leaves the goroutine stack
@@ -42,7 +41,28 @@ const (
 	RuleSCSOverflow             = "scs overflow"                // a push would overwrite the end magic
 	RuleSCSUnderflow            = "scs underflow"               // a pop below the context's base
 
+	// Kernel shadow call stack read from a dump (package unwind/kernel).
+
+	RuleSCSPointerOutsideStack = "scs pointer outside its stack" // a dumped x18 is outside [base, base+SCS_SIZE) of its stack
+
 	// Stack depot (package depot).
 
 	RuleRecordOverrunsPool = "record overruns its pool" // a stored trace runs past its pool
+
+	// Snapshot documents (package unwind/snapshot); Addr is the byte
+	// offset in the document and Detail starts with the field's name.
+
+	RuleSnapshotSyntax     = "snapshot syntax"           // not a JSON document of the right shape
+	RuleSnapshotMissing    = "snapshot missing field"    // a required field is absent
+	RuleSnapshotBadValue   = "snapshot bad value"        // bad hex, base64, version, arch, va_bits, ...
+	RuleSnapshotOverlap    = "snapshot regions overlap"  // two regions share an address
+	RuleSnapshotTooLarge   = "snapshot region too large" // a region over the size limit
+	RuleSnapshotTotal      = "snapshot too large"        // the regions and strings together pass the total limit
+	RuleSnapshotTooMany    = "snapshot too many entries" // too many regions, symbols or expect entries
+	RuleSnapshotRegOutside = "snapshot register outside" // sp, x29, x18 or scs_base not where it must point
+
+	// Kernel BTF type information (package unwind/vmcore); Addr is the
+	// byte offset in the BTF blob.
+
+	RuleMalformedBTF = "malformed BTF" // a BTF header, type or string is out of bounds or ill-formed
 )
