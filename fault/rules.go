@@ -43,7 +43,9 @@ const (
 
 	// Kernel shadow call stack read from a dump (package unwind/kernel).
 
-	RuleSCSPointerOutsideStack = "scs pointer outside its stack" // a dumped x18 is outside [base, base+SCS_SIZE) of its stack
+	RuleSCSPointerOutsideStack = "scs pointer outside its stack"                   // a dumped x18 is outside [base, base+SCS_SIZE) of its stack
+	RulePerCPUSavedX18Zero     = "per-CPU saved x18 is 0 inside call_on_irq_stack" // the seed policy's saved pointer is 0 while its context is live
+	RulePtRegsX18AboveSaved    = "pt_regs x18 above the saved x18"                 // pt_regs.regs[18] is above the policy's saved x18 on the same shadow stack
 
 	// Stack depot (package depot).
 

@@ -306,7 +306,7 @@ func (k *Kernel) scsCopyCPU(cpu int, fs []Frame) (out []Frame, notes []string, e
 				if saved == 0 {
 					// Reset to 0 on exit: 0 while x18 is on the IRQ
 					// shadow stack contradicts the entry code.
-					return out, notes, errs.Corruptf("per-CPU saved x18 is 0 inside call_on_irq_stack", va,
+					return out, notes, errs.Corruptf(fault.RulePerCPUSavedX18Zero, va,
 						"%s: cpu %d: x18 %#x is on the IRQ shadow stack, irq_shadow_call_stack_saved_ptr is 0", k.V.Path, cpu, x18)
 				}
 				notes = append(notes, fmt.Sprintf("interrupted x18 %#x from per_cpu(irq_shadow_call_stack_saved_ptr) at %#x (%s)", saved, va, pol.Why))
@@ -345,7 +345,7 @@ func (k *Kernel) checkPtRegsX18(fs []Frame, base, saved uint64) error {
 			return fmt.Errorf("%s: pt_regs.regs[18] at %#x: %w", k.V.Path, at, err)
 		}
 		if x18 < base || x18 > saved || saved > base+k.V.Info.PageSize {
-			return errs.Corruptf("pt_regs x18 above the saved x18", at,
+			return errs.Corruptf(fault.RulePtRegsX18AboveSaved, at,
 				"%s: pt_regs.regs[18] %#x at the exception boundary is not at or below the saved x18 %#x on the shadow stack [%#x, %#x)",
 				k.V.Path, x18, saved, base, base+k.V.Info.PageSize)
 		}
