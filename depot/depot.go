@@ -60,6 +60,14 @@ const (
 // Handle names a stored trace. The zero Handle is never valid. Its bit
 // layout depends on the Depot's configuration; see the package
 // documentation.
+//
+// A Handle means something only to the Depot that returned it, as the
+// kernel's handles do to its one global depot: its 32 bits hold a pool,
+// an offset and a generation, and no room is left to name the depot.
+// Another Depot reads a foreign handle as one of its own: it is rejected
+// with a [*HandleError] when no live record of that generation starts
+// there, and otherwise names that depot's record, a different trace.
+// Keep each handle with its depot.
 type Handle uint32
 
 // String formats h in hexadecimal.
