@@ -81,10 +81,16 @@ func parseA2L(t testing.TB, out string) []a2l {
 	return r
 }
 
-// asAddr2line prints frames as addr2line -f -i prints them.
+// asAddr2line prints frames as addr2line -f -i prints them. binutils 2.40
+// prints the pc's discriminator (frames[0]'s) on every level's line, the
+// call sites' too: so does this.
 func asAddr2line(frames []debuginfo.Frame) []string {
 	var out []string
-	for i, fr := range frames {
+	disc := 0
+	if len(frames) > 0 {
+		disc = frames[0].Discriminator
+	}
+	for _, fr := range frames {
 		name := fr.LinkageName // addr2line prefers it
 		if name == "" {
 			name = fr.Func
@@ -99,8 +105,8 @@ func asAddr2line(frames []debuginfo.Frame) []string {
 		line := "?"
 		if fr.Line != 0 {
 			line = strconv.Itoa(fr.Line)
-			if i == 0 && fr.Discriminator != 0 {
-				line += fmt.Sprintf(" (discriminator %d)", fr.Discriminator)
+			if disc != 0 {
+				line += fmt.Sprintf(" (discriminator %d)", disc)
 			}
 		}
 		out = append(out, name, file+":"+line)

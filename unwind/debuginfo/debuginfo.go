@@ -108,6 +108,10 @@ type File struct {
 	index  *cuIndex
 	cus    map[uint64]*unit // by the unit header's offset in .debug_info
 	full   *dwarf.Data      // whole-section Data, for units with cross-unit references
+
+	uses      uint64 // unit lookups, the clock of the cache
+	cacheCost int    // estimated bytes the units in cus hold
+	evictions int
 }
 
 // Open opens the ELF file name, mapping it read-only where the system

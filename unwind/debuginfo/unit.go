@@ -166,7 +166,16 @@ type unit struct {
 	seqRows [][2]int // each sequence's rows: [start, end)
 	files   []srcFile
 	err     error // the error decoding it, returned for every lookup
+
+	abbrevSize int    // bytes of its abbreviation table (debug/dwarf holds it parsed)
+	cost       int    // estimated bytes held, for the cache's budget
+	lastUse    uint64 // the File's lookup count at its last use
 }
+
+// cacheBudget bounds the memory the decoded units hold, estimated: past
+// it the least recently used units are dropped (and decoded again should
+// a lookup need them). A kernel's unit holds 0.1 to 2 MB decoded.
+const cacheBudget = 64 << 20
 
 // node is a function DIE with code: a concrete subprogram or an inlined
 // subroutine.
@@ -197,7 +206,9 @@ const maxRefChain = 8
 
 // unit returns the decoded unit at off, decoding it on first use.
 func (f *File) unit(off uint64) (*unit, error) {
+	f.uses++
 	if u, ok := f.cus[off]; ok {
+		u.lastUse = f.uses
 		return u, u.err
 	}
 	u := &unit{}
@@ -205,7 +216,26 @@ func (f *File) unit(off uint64) (*unit, error) {
 	if u.err != nil {
 		*u = unit{err: u.err} // keep only the error
 	}
+	u.lastUse = f.uses
+	u.cost = 512 + len(u.rows)*24 + len(u.seqRows)*16 + len(u.nodes)*120 + len(u.fn.r)*32 +
+		len(u.seqs.r)*32 + len(u.files)*64 + u.abbrevSize*8
+	for _, sf := range u.files {
+		u.cost += len(sf.file) + len(sf.path)
+	}
 	f.cus[off] = u
+	f.cacheCost += u.cost
+	for f.cacheCost > cacheBudget && len(f.cus) > 1 {
+		var old uint64
+		var oldest *unit
+		for o, v := range f.cus {
+			if v != u && (oldest == nil || v.lastUse < oldest.lastUse) {
+				old, oldest = o, v
+			}
+		}
+		f.cacheCost -= oldest.cost
+		delete(f.cus, old)
+		f.evictions++
+	}
 	return u, u.err
 }
 
@@ -219,10 +249,11 @@ func (f *File) decodeUnit(u *unit, off uint64) error {
 	if err != nil {
 		return err
 	}
-	_, cross, err := f.abbrevTable(abbrev, h)
+	asize, cross, err := f.abbrevTable(abbrev, h)
 	if err != nil {
 		return err
 	}
+	u.abbrevSize = int(asize)
 	if cross {
 		u.d, err = f.fullData(h)
 		u.base = 0
