@@ -28,6 +28,8 @@ build clang-dwarf5 clang --target=aarch64-linux-gnu -fuse-ld=lld -gdwarf-5
 # A shared library (ET_DYN, linked at 0): the libraries' case.
 aarch64-linux-gnu-gcc -gdwarf-5 $common -fPIC -shared -nostdlib -Wl,--build-id=none \
 	-o "$tmp/gcc-dwarf5-so.elf" src/main.c src/other.c
+# Compressed debug sections (SHF_COMPRESSED, zlib).
+aarch64-linux-gnu-objcopy --compress-debug-sections=zlib "$tmp/gcc-dwarf4.elf" "$tmp/gcc-dwarf4-gz.elf"
 if [ -n "$out" ]; then
 	mkdir -p "$out"
 	cp "$tmp"/*.elf "$out"/

@@ -43,6 +43,10 @@ var ErrNotFound = errors.New("debuginfo: no debug information for pc")
 // ErrNoDWARF reports that the file has no .debug_info section.
 var ErrNoDWARF = errors.New("debuginfo: no DWARF debug information")
 
+// recoverPanics turns a panic in a lookup into an error; the fuzz test
+// turns it off, to see them.
+var recoverPanics = true
+
 // Kind says how a pc came to be known, and so which instruction it names.
 type Kind uint8
 
@@ -109,8 +113,9 @@ type File struct {
 	cus    map[uint64]*unit // by the unit header's offset in .debug_info
 	full   *dwarf.Data      // whole-section Data, for units with cross-unit references
 
-	uses      uint64 // unit lookups, the clock of the cache
-	cacheCost int    // estimated bytes the units in cus hold
+	cands     [8]uint64 // cuFor's answer, reused
+	uses      uint64    // unit lookups, the clock of the cache
+	cacheCost int       // estimated bytes the units in cus hold
 	evictions int
 }
 
@@ -217,6 +222,9 @@ func (f *File) Lookup(pc uint64, kind Kind) (frames []Frame, err error) {
 	defer func() {
 		// debug/dwarf is hardened against bad input; this is the
 		// backstop should a malformed file still reach a panic there.
+		if !recoverPanics {
+			return
+		}
 		if p := recover(); p != nil {
 			frames, err = nil, fmt.Errorf("%s: %w: decoding DWARF for pc %#x: %v", f.name, ErrCorrupt, pc, p)
 		}

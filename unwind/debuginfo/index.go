@@ -144,7 +144,7 @@ func (f *File) cuFor(pc uint64) ([]uint64, error) {
 		f.index = ix
 	}
 	ix := f.index
-	var out []uint64
+	out := f.cands[:0]
 	add := func(s *rangeSet) func(int) bool {
 		return func(i int) bool {
 			if u := s.r[i].unit; !slices.Contains(out, u) {

@@ -552,6 +552,11 @@ func (f *File) lookupUnit(u *unit, pc uint64) (frames []Frame, ok bool, err erro
 		}
 		return []Frame{first}, true, nil
 	}
+	depth := 1
+	for n := best; n >= 0 && u.nodes[n].inlined && depth <= len(u.nodes); n = int(u.nodes[n].parent) {
+		depth++
+	}
+	frames = make([]Frame, 0, depth)
 	frame := first
 	for n, steps := best, 0; n >= 0 && steps <= len(u.nodes); steps++ {
 		nd := &u.nodes[n]
