@@ -25,6 +25,8 @@ build gcc-dwarf4 aarch64-linux-gnu-gcc -gdwarf-4
 build gcc-dwarf5 aarch64-linux-gnu-gcc -gdwarf-5
 build clang-dwarf4 clang --target=aarch64-linux-gnu -fuse-ld=lld -gdwarf-4
 build clang-dwarf5 clang --target=aarch64-linux-gnu -fuse-ld=lld -gdwarf-5
+# Link-time optimization: references cross units (DW_FORM_ref_addr).
+build gcc-lto aarch64-linux-gnu-gcc -flto -gdwarf-5
 # A shared library (ET_DYN, linked at 0): the libraries' case.
 aarch64-linux-gnu-gcc -gdwarf-5 $common -fPIC -shared -nostdlib -Wl,--build-id=none \
 	-o "$tmp/gcc-dwarf5-so.elf" src/main.c src/other.c

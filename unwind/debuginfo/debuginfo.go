@@ -113,10 +113,11 @@ type File struct {
 	cus    map[uint64]*unit // by the unit header's offset in .debug_info
 	full   *dwarf.Data      // whole-section Data, for units with cross-unit references
 
-	cands     [8]uint64 // cuFor's answer, reused
-	uses      uint64    // unit lookups, the clock of the cache
-	cacheCost int       // estimated bytes the units in cus hold
-	evictions int
+	cands      [8]uint64 // cuFor's answer, reused
+	forceWhole bool      // decode every unit through full (a test hook)
+	uses       uint64    // unit lookups, the clock of the cache
+	cacheCost  int       // estimated bytes the units in cus hold
+	evictions  int
 }
 
 // Open opens the ELF file name, mapping it read-only where the system

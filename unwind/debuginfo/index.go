@@ -10,6 +10,7 @@ import (
 // unitHdr is one unit of .debug_info, from its header alone.
 type unitHdr struct {
 	off, end uint64 // [off, end): the unit, header included
+	die      uint64 // the offset of its first DIE
 	version  int
 	utype    uint8 // DWARF 5's unit type; 1 (compile) before version 5
 	abbrev   uint64
@@ -72,6 +73,20 @@ func (f *File) unitAt(off uint64) (unitHdr, error) {
 		u.abbrev = order.Uint64(p)
 	} else {
 		u.abbrev = uint64(order.Uint32(p))
+	}
+	// length, version, [unit type, address size,] abbrev offset, [address size]
+	u.die = off + hdr + 2 + 1 + uint64(offsz)
+	if u.version >= 5 {
+		u.die++
+		switch u.utype {
+		case 0x04, 0x05: // skeleton, split compile: the unit ID
+			u.die += 8
+		case 0x02, 0x06: // type, split type: signature and type offset
+			u.die += 8 + uint64(offsz)
+		}
+	}
+	if u.die > u.end {
+		return bad("header longer than the unit")
 	}
 	return u, nil
 }

@@ -62,3 +62,49 @@ func TestLazy(t *testing.T) {
 		}
 	}
 }
+
+// TestCrossUnit: gcc's LTO units refer into other units (DW_FORM_ref_addr:
+// fail's concrete DIE in unit 0 has its abstract origin in unit 1), so
+// their lookups use the whole-section Data, and the names resolve across.
+func TestCrossUnit(t *testing.T) {
+	b := gunzip(t, testdata+"/bin/gcc-lto.elf.gz")
+	f, err := openBytes(t, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	frames, err := f.Lookup(0x4000f0, debuginfo.PC)
+	if err != nil || len(frames) != 1 || frames[0].Func != "fail" || frames[0].File != "src/main.c" || frames[0].Line != 37 {
+		t.Fatalf("got %+v %v, want fail at src/main.c:37", frames, err)
+	}
+	if !debuginfo.UsesWholeSection(f) {
+		t.Errorf("no whole-section Data for a unit with DW_FORM_ref_addr")
+	}
+	g, _ := openBytes(t, gunzip(t, testdata+"/bin/gcc-dwarf5.elf.gz"))
+	if _, err := g.Lookup(0x400388, debuginfo.PC); err != nil || debuginfo.UsesWholeSection(g) {
+		t.Errorf("gcc-dwarf5: %v, whole-section Data %v; want per-unit Data", err, debuginfo.UsesWholeSection(g))
+	}
+}
+
+// TestWholeSectionData: every unit decodes the same through its own Data
+// and through the whole-section one (which must seek to the unit's first
+// DIE, past its header).
+func TestWholeSectionData(t *testing.T) {
+	for _, bin := range binaries(t) {
+		f, err := openBytes(t, gunzip(t, bin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		offs, err := debuginfo.UnitOffsets(f)
+		if err != nil || len(offs) < 2 {
+			t.Fatalf("%s: units %v, %v", bin, offs, err)
+		}
+		for _, off := range offs {
+			n1, r1, err1 := debuginfo.UnitShape(f, off, false)
+			n2, r2, err2 := debuginfo.UnitShape(f, off, true)
+			if err1 != nil || err2 != nil || n1 != n2 || r1 != r2 {
+				t.Errorf("%s: unit %#x: own Data %d nodes, %d rows, %v; whole %d, %d, %v", bin, off, n1, r1, err1, n2, r2, err2)
+			}
+		}
+	}
+}

@@ -254,7 +254,7 @@ func (f *File) decodeUnit(u *unit, off uint64) error {
 		return err
 	}
 	u.abbrevSize = int(asize)
-	if cross {
+	if cross || f.forceWhole {
 		u.d, err = f.fullData(h)
 		u.base = 0
 	} else {
@@ -266,7 +266,7 @@ func (f *File) decodeUnit(u *unit, off uint64) error {
 	}
 	r := u.d.Reader()
 	if u.base == 0 && h.off != 0 {
-		r.Seek(dwarf.Offset(h.off))
+		r.Seek(dwarf.Offset(h.die))
 	}
 	cu, err := r.Next()
 	if err != nil {
