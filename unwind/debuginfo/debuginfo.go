@@ -7,17 +7,23 @@
 // compilation unit (CU) of its pc through .debug_aranges (or, where that
 // is missing or does not cover the pc, through a one-time scan of the CU
 // headers and top-level DIEs), and only that CU's DIEs and line program
-// are decoded, once, and kept. A few lookups in Debian's 273 MB -dbg
-// vmlinux touch a few megabytes of it.
+// are decoded, once, and kept (up to an estimated 64 MB of decoded units,
+// the least recently used dropped first). The 65 distinct return
+// addresses of a Debian 6.1 kernel's traces, in its 273 MB -dbg vmlinux,
+// fault in 17 MB of the file and hold 28 MB of anonymous memory.
 //
 // Addresses are link-time addresses, as the ELF file's symbols give them:
 // a caller subtracts a shared library's load bias (or a kernel's KASLR
-// offset) first. Relocatable objects (ET_REL, such as kernel modules) are
-// not supported.
+// offset) first. Not supported: relocatable objects (ET_REL, such as
+// kernel modules: their DWARF needs relocating), split DWARF (.dwo
+// files), dwz's supplementary files (.gnu_debugaltlink) and the old
+// .zdebug sections; SHF_COMPRESSED sections (zlib, zstd) are.
 //
 // Input is untrusted: a malformed file gives an error wrapping
 // [ErrCorrupt] that names the file, the section and the offset, and the
-// cost of reading it is bounded by its size.
+// cost of reading it is bounded by its size. A file that Open mapped must
+// not be truncated while it is open (reading a page past its new end
+// faults).
 package debuginfo
 
 import (
@@ -35,6 +41,10 @@ import (
 // ErrCorrupt is unwindkit's shared sentinel for malformed input: every
 // format error of this package wraps it.
 var ErrCorrupt = errs.ErrCorrupt
+
+// ErrNotSupported is unwindkit's shared sentinel for what is absent: here
+// a relocatable object (ET_REL), whose DWARF needs relocating.
+var ErrNotSupported = errs.ErrNotSupported
 
 // ErrNotFound reports that the file's DWARF does not describe the pc: no
 // compilation unit covers it (code without -g, or a pc outside the file).
@@ -174,7 +184,7 @@ func newFile(name string, r io.ReaderAt, size int64, mem []byte, unmap func() er
 		return nil, fmt.Errorf("%s: %w: %v", name, ErrCorrupt, err)
 	}
 	if ef.Type == elf.ET_REL {
-		return nil, fmt.Errorf("%s: %w: a relocatable object (ET_REL): its DWARF needs relocating", name, errs.ErrNotSupported)
+		return nil, fmt.Errorf("%s: %w: a relocatable object (ET_REL): its DWARF needs relocating", name, ErrNotSupported)
 	}
 	f = &File{name: name, ef: ef, ra: r, size: size, mem: mem, unmap: unmap,
 		secs: map[string]*section{}, cus: map[uint64]*unit{}}

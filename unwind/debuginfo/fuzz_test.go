@@ -70,7 +70,7 @@ func checkErr(t *testing.T, err error) {
 		}
 		return
 	}
-	if strings.Contains(err.Error(), "ET_REL") {
+	if errors.Is(err, debuginfo.ErrNotSupported) {
 		return
 	}
 	t.Fatalf("error wraps no sentinel: %v", err)
@@ -183,4 +183,35 @@ func equalFrames(a, b []debuginfo.Frame) bool {
 		}
 	}
 	return true
+}
+
+// TestRefusals: an ET_REL object is ErrNotSupported, a file without
+// .debug_info ErrNoDWARF, a pc outside every unit ErrNotFound, an
+// invalid Kind an error.
+func TestRefusals(t *testing.T) {
+	orig := gunzip(t, testdata+"/bin/gcc-dwarf5.elf.gz")
+	rel := bytes.Clone(orig)
+	binary.LittleEndian.PutUint16(rel[16:], uint16(elf.ET_REL))
+	if _, err := openBytes(t, rel); !errors.Is(err, debuginfo.ErrNotSupported) {
+		t.Errorf("ET_REL: got %v, want ErrNotSupported", err)
+	}
+	nodwarf := bytes.Clone(orig)
+	i := bytes.Index(nodwarf, []byte(".debug_info\x00"))
+	if i < 0 {
+		t.Fatal("no .debug_info name")
+	}
+	nodwarf[i+1] = 'x'
+	if _, err := openBytes(t, nodwarf); !errors.Is(err, debuginfo.ErrNoDWARF) {
+		t.Errorf("no .debug_info: got %v, want ErrNoDWARF", err)
+	}
+	f, err := openBytes(t, orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Lookup(0x1000, debuginfo.PC); !errors.Is(err, debuginfo.ErrNotFound) || !strings.Contains(err.Error(), "0x1000") {
+		t.Errorf("pc outside: got %v, want ErrNotFound naming the pc", err)
+	}
+	if _, err := f.Lookup(0x400388, 0); err == nil {
+		t.Errorf("Kind 0: no error")
+	}
 }

@@ -1,6 +1,7 @@
 package debuginfo_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -105,6 +106,44 @@ func TestWholeSectionData(t *testing.T) {
 			if err1 != nil || err2 != nil || n1 != n2 || r1 != r2 {
 				t.Errorf("%s: unit %#x: own Data %d nodes, %d rows, %v; whole %d, %d, %v", bin, off, n1, r1, err1, n2, r2, err2)
 			}
+		}
+	}
+}
+
+// TestConcurrent: lookups from several goroutines on one File (run with
+// -race) give the answers of a serial run.
+func TestConcurrent(t *testing.T) {
+	b := gunzip(t, testdata+"/bin/clang-dwarf5.elf.gz")
+	want := parseA2L(t, string(gunzip(t, testdata+"/bin/clang-dwarf5.addr2line.gz")))
+	serial, err := openBytes(t, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := map[uint64][]debuginfo.Frame{}
+	for _, w := range want {
+		exp[w.addr], _ = serial.Lookup(w.addr, debuginfo.PC)
+	}
+	f, err := openBytes(t, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for i := range want {
+				w := want[(i*7+g*13)%len(want)]
+				got, _ := f.Lookup(w.addr, debuginfo.PC)
+				if !equalFrames(got, exp[w.addr]) {
+					errc <- fmt.Errorf("goroutine %d: %#x: %v, want %v", g, w.addr, got, exp[w.addr])
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errc; err != nil {
+			t.Error(err)
 		}
 	}
 }
