@@ -147,3 +147,33 @@ func TestConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkLookup: a cold lookup (open and decode the unit) and a warm one
+// (the unit decoded), on gcc-dwarf5.
+func BenchmarkLookup(b *testing.B) {
+	data := gunzip(b, testdata+"/bin/gcc-dwarf5.elf.gz")
+	b.Run("cold", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			f, err := openBytes(b, data)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := f.Lookup(0x40038c, debuginfo.ReturnAddress); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("warm", func(b *testing.B) {
+		f, err := openBytes(b, data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := f.Lookup(0x40038c, debuginfo.ReturnAddress); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
