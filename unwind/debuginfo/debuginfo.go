@@ -123,11 +123,12 @@ type File struct {
 	cus    map[uint64]*unit // by the unit header's offset in .debug_info
 	full   *dwarf.Data      // whole-section Data, for units with cross-unit references
 
-	cands      [8]uint64 // cuFor's answer, reused
-	forceWhole bool      // decode every unit through full (a test hook)
-	uses       uint64    // unit lookups, the clock of the cache
-	cacheCost  int       // estimated bytes the units in cus hold
-	evictions  int
+	cands       [8]uint64 // cuFor's answer, reused
+	forceWhole  bool      // decode every unit through full (a test hook)
+	checkRanges bool      // compare each DIE's ranges with debug/dwarf's (a test hook)
+	uses        uint64    // unit lookups, the clock of the cache
+	cacheCost   int       // estimated bytes the units in cus hold
+	evictions   int
 }
 
 // Open opens the ELF file name, mapping it read-only where the system

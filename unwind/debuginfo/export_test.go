@@ -50,3 +50,11 @@ func UnitOffsets(f *File) ([]uint64, error) {
 	}
 	return out, nil
 }
+
+// CheckRanges makes f compare each DIE's ranges with debug/dwarf's Ranges
+// as it decodes, failing the lookup on a difference.
+func CheckRanges(f *File) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.checkRanges = true
+}

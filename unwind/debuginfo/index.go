@@ -13,6 +13,7 @@ type unitHdr struct {
 	die      uint64 // the offset of its first DIE
 	version  int
 	utype    uint8 // DWARF 5's unit type; 1 (compile) before version 5
+	asize    int   // address size
 	abbrev   uint64
 }
 
@@ -63,7 +64,7 @@ func (f *File) unitAt(off uint64) (unitHdr, error) {
 		if len(p) < 2 {
 			return bad("truncated header")
 		}
-		u.utype = p[0]
+		u.utype, u.asize = p[0], int(p[1])
 		p = p[2:]
 	}
 	if len(p) < offsz {
@@ -73,6 +74,12 @@ func (f *File) unitAt(off uint64) (unitHdr, error) {
 		u.abbrev = order.Uint64(p)
 	} else {
 		u.abbrev = uint64(order.Uint32(p))
+	}
+	if u.version < 5 {
+		if len(p) < offsz+1 {
+			return bad("truncated header")
+		}
+		u.asize = int(p[offsz])
 	}
 	// length, version, [unit type, address size,] abbrev offset, [address size]
 	u.die = off + hdr + 2 + 1 + uint64(offsz)

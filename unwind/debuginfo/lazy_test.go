@@ -89,7 +89,8 @@ func TestCrossUnit(t *testing.T) {
 
 // TestWholeSectionData: every unit decodes the same through its own Data
 // and through the whole-section one (which must seek to the unit's first
-// DIE, past its header).
+// DIE, past its header), and every DIE's ranges as debug/dwarf's Ranges
+// reads them.
 func TestWholeSectionData(t *testing.T) {
 	for _, bin := range binaries(t) {
 		f, err := openBytes(t, gunzip(t, bin))
@@ -100,6 +101,7 @@ func TestWholeSectionData(t *testing.T) {
 		if err != nil || len(offs) < 2 {
 			t.Fatalf("%s: units %v, %v", bin, offs, err)
 		}
+		debuginfo.CheckRanges(f)
 		for _, off := range offs {
 			n1, r1, err1 := debuginfo.UnitShape(f, off, false)
 			n2, r2, err2 := debuginfo.UnitShape(f, off, true)

@@ -291,6 +291,11 @@ func (f *File) decodeDIEs(u *unit, r *dwarf.Reader, cu *dwarf.Entry) error {
 	// so that many DIEs sharing one long range list cost linear memory.
 	budget := int(u.hdr.end-u.hdr.off) + 1<<16
 	var rs []arange
+	rc, err := f.newRangeCtx(u, cu)
+	if err != nil {
+		return err
+	}
+	var buf [][2]uint64
 	stack := []int32{-1} // the enclosing node at each open level
 	for len(stack) > 0 {
 		e, err := r.Next()
@@ -310,9 +315,21 @@ func (f *File) decodeDIEs(u *unit, r *dwarf.Reader, cu *dwarf.Entry) error {
 		}
 		switch e.Tag {
 		case dwarf.TagSubprogram, dwarf.TagInlinedSubroutine:
-			ranges, err := u.d.Ranges(e)
+			ranges, ok, err := rc.rangesOf(e, buf)
 			if err != nil {
-				return f.dwarfErr(err, u.hdr, u.base)
+				return fmt.Errorf("%s: %w: .debug_info unit at offset %#x: DIE at %#x: %v", f.name, ErrCorrupt, u.hdr.off, u.base+uint64(e.Offset), err)
+			}
+			if !ok {
+				if ranges, err = u.d.Ranges(e); err != nil {
+					return f.dwarfErr(err, u.hdr, u.base)
+				}
+			}
+			buf = ranges
+			if f.checkRanges {
+				want, err := u.d.Ranges(e)
+				if err != nil || !slices.Equal(want, ranges) {
+					return fmt.Errorf("DIE at %#x: ranges %#x, debug/dwarf's %#x (%v)", u.base+uint64(e.Offset), ranges, want, err)
+				}
 			}
 			idx := int32(len(u.nodes))
 			kept := 0

@@ -50,6 +50,9 @@ func TestVmlinux(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	if os.Getenv("DEBUGINFO_CHECK_RANGES") != "" {
+		debuginfo.CheckRanges(f) // the timings then include debug/dwarf's Ranges
+	}
 	got := map[uint64][]debuginfo.Frame{}
 	for i, a := range addrs {
 		kind, pc := debuginfo.PC, a
