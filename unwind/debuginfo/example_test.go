@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/unwindkit/unwindkit/unwind/debuginfo"
 )
@@ -68,4 +69,57 @@ func Example() {
 	// run        src/main.c:46
 	// source root: /build/debuginfo/
 	// mid_mix src/inl.h:20
+}
+
+// A shared library's DWARF holds link-time addresses: subtract the load
+// bias (the address its first PT_LOAD was mapped at, for one linked at 0)
+// from a run-time return address first.
+func ExampleOpen() {
+	raw, err := os.ReadFile("../../testdata/debuginfo/bin/gcc-dwarf5-so.elf.gz")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	dir, err := os.MkdirTemp("", "debuginfo")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	lib := filepath.Join(dir, "libtest.so")
+	out, err := os.Create(lib)
+	if err == nil {
+		_, err = io.Copy(out, zr)
+		out.Close()
+	}
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	f, err := debuginfo.Open(lib)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer f.Close()
+	const bias = 0x7f12340000 // where the library was mapped
+	const ra = bias + 0x750   // a return address into other, from a stack
+	frames, err := f.Lookup(ra-bias, debuginfo.ReturnAddress)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, fr := range frames {
+		fmt.Printf("%s at %s:%d\n", fr.Func, fr.File, fr.Line)
+	}
+	// Output:
+	// leaf_add at src/inl.h:11
+	// twice at src/other.c:6
+	// other at src/other.c:11
 }
