@@ -281,6 +281,7 @@ func (f *File) scanUnits(ix *cuIndex) error {
 	budget := uint64(len(abbrev))*scanAbbrevFactor + scanAbbrevBudget
 	var r []arange
 	size := f.infoSize()
+	rangeBudget := int(min(size, 1<<40)) + 1<<16
 	for off := uint64(0); off < size; {
 		h, err := f.unitAt(off)
 		if err != nil {
@@ -313,6 +314,11 @@ func (f *File) scanUnits(ix *cuIndex) error {
 		rs, err := d.Ranges(e)
 		if err != nil {
 			return f.dwarfErr(err, h, h.off)
+		}
+		// Units sharing one long range list would cost its length each.
+		if rangeBudget -= len(rs); rangeBudget < 0 {
+			return fmt.Errorf("%s: %w: .debug_info unit at offset %#x: the units' top-level DIEs have more address ranges than the section's size allows",
+				f.name, ErrCorrupt, h.off)
 		}
 		for _, x := range rs {
 			if x[0] != 0 && x[0] < x[1] {
