@@ -17,25 +17,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/unwindkit/unwindkit/internal/needs"
 	"github.com/unwindkit/unwindkit/unwind/debuginfo"
 )
 
 const testdata = "../../testdata/debuginfo"
-
-// needs skips the test when tool is missing, naming the Debian package
-// that has it; under CI (CI=true) a missing tool fails the test instead.
-func needs(t testing.TB, tool, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(tool)
-	if err == nil {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s not found (Debian package %s); CI must have it", tool, pkg)
-	}
-	t.Skipf("%s not found: apt-get install %s", tool, pkg)
-	return ""
-}
 
 func gunzip(t testing.TB, name string) []byte {
 	t.Helper()
@@ -381,7 +367,7 @@ func runAddr2line(t *testing.T, tool, file string, addrs []uint64, extra ...stri
 func checkLive(t *testing.T, tool, file string) {
 	addrs := funcAddrs(t, file)
 	want := runAddr2line(t, tool, file, addrs)
-	sym := needs(t, "llvm-symbolizer", "llvm")
+	sym := needs.Tool(t, "llvm-symbolizer", "llvm")
 	second := runAddr2line(t, sym, file, addrs, "--output-style=GNU")
 	if len(want) != len(addrs) {
 		t.Fatalf("%s: addr2line answered %d of %d addresses", file, len(want), len(addrs))
@@ -410,7 +396,7 @@ func checkLive(t *testing.T, tool, file string) {
 // TestAddr2lineLive runs addr2line on the committed binaries, through
 // Open's mapped path.
 func TestAddr2lineLive(t *testing.T) {
-	tool := needs(t, "aarch64-linux-gnu-addr2line", "binutils-aarch64-linux-gnu")
+	tool := needs.Tool(t, "aarch64-linux-gnu-addr2line", "binutils-aarch64-linux-gnu")
 	dir := t.TempDir()
 	for _, bin := range binaries(t) {
 		file := filepath.Join(dir, strings.TrimSuffix(filepath.Base(bin), ".gz"))
@@ -427,10 +413,10 @@ func TestAddr2lineFresh(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds five binaries")
 	}
-	tool := needs(t, "aarch64-linux-gnu-addr2line", "binutils-aarch64-linux-gnu")
-	needs(t, "aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu")
-	needs(t, "clang", "clang")
-	needs(t, "ld.lld", "lld")
+	tool := needs.Tool(t, "aarch64-linux-gnu-addr2line", "binutils-aarch64-linux-gnu")
+	needs.Tool(t, "aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu")
+	needs.Tool(t, "clang", "clang")
+	needs.Tool(t, "ld.lld", "lld")
 	dir := t.TempDir()
 	cmd := exec.Command("sh", filepath.Join(testdata, "build.sh"), dir)
 	if out, err := cmd.CombinedOutput(); err != nil {

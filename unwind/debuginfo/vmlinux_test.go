@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"encoding/json"
+	"github.com/unwindkit/unwindkit/internal/needs"
 	"os"
 	"runtime"
 	"slices"
@@ -32,8 +33,8 @@ func TestVmlinux(t *testing.T) {
 	if vmlinux == "" {
 		t.Skip("set DEBUGINFO_VMLINUX to the -dbg vmlinux of testdata/kernel/deb-6.1 (linux-image-6.1.0-57-cloud-arm64-dbg)")
 	}
-	tool := needs(t, "aarch64-linux-gnu-addr2line", "binutils-aarch64-linux-gnu")
-	sym := needs(t, "llvm-symbolizer", "llvm")
+	tool := needs.Tool(t, "aarch64-linux-gnu-addr2line", "binutils-aarch64-linux-gnu")
+	sym := needs.Tool(t, "llvm-symbolizer", "llvm")
 	ras := kernelFrames(t, vmlinux)
 	calls := kernelCalls(t, vmlinux, 1000)
 	var addrs []uint64
