@@ -139,7 +139,7 @@ func kernelFrames(k *kernel.Kernel, fs []kernel.Frame) []jsonFrame {
 			jf.Symbol, jf.Offset, jf.Size = s.Name, f.PC-s.Addr, s.Size
 		}
 		if f.Origin == kernel.OriginSCS {
-			jf.Stack = "scs"
+			jf.Origin, jf.Stack = "scs", "scs"
 		}
 		out = append(out, jf)
 	}

@@ -262,7 +262,11 @@ func printKStack(w io.Writer, k *kernel.Kernel, s *kstack, o *options) error {
 			if f.Raw != f.PC {
 				raw = fmt.Sprintf("raw %#x", f.Raw)
 			}
-			fmt.Fprintf(tw, "   #%d\t%s\t[%s, %s]\t%s\n", i, k.Format(f.PC), f.Origin, f.Stack, raw)
+			origin, stack := f.Origin.String(), f.Stack.String()
+			if f.Origin == kernel.OriginSCS {
+				origin, stack = "scs", "scs"
+			}
+			fmt.Fprintf(tw, "   #%d\t%s\t[%s, %s]\t%s\n", i, k.Format(f.PC), origin, stack, raw)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
