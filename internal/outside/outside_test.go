@@ -39,6 +39,7 @@ import (
 	"github.com/unwindkit/unwindkit/scs"
 	"github.com/unwindkit/unwindkit/unwind"
 	"github.com/unwindkit/unwindkit/unwind/core"
+	"github.com/unwindkit/unwindkit/unwind/debuginfo"
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 	"github.com/unwindkit/unwindkit/unwind/live"
 	"github.com/unwindkit/unwindkit/unwind/machine"
@@ -168,6 +169,8 @@ func main() {
 	fmt.Println("core: error", err != nil)
 	_, err = vmcore.Load("empty", bytes.NewReader(nil), 0)
 	fmt.Println("vmcore: error", err != nil)
+	_, err = debuginfo.NewFile("empty", bytes.NewReader(nil), 0)
+	fmt.Println("debuginfo: error", errors.Is(err, debuginfo.ErrCorrupt))
 	fmt.Println("prologue: leaf", prologue.ScanCode("ret", 0x1000, []byte{0xc0, 0x03, 0x5f, 0xd6}).Leaf())
 	fmt.Println("kernel:", kernel.FuncOf("el1h_64_irq_handler+0x18/0x28"))
 }
@@ -204,6 +207,7 @@ live: main.main true
 snapshot: error true
 core: error true
 vmcore: error true
+debuginfo: error true
 prologue: leaf true
 kernel: el1h_64_irq_handler`
 
