@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"compress/gzip"
 	"fmt"
 	"io"
@@ -62,6 +63,7 @@ func dumpELFCore(w, stderr io.Writer, path string, files []string, o *options) e
 		return fmt.Errorf("%s: a core file needs its executable: unwinddump CORE EXE [LIB...]; it has no VMCOREINFO note, so it is no vmcore%s", path, also)
 	}
 	var objs []core.ObjectFile
+	var names []string
 	for _, f := range files {
 		if k, err := sniff(f); err != nil {
 			return err
@@ -73,6 +75,7 @@ func dumpELFCore(w, stderr io.Writer, path string, files []string, o *options) e
 			return err
 		}
 		objs = append(objs, core.ObjectFile{Path: strings.TrimSuffix(f, ".gz"), Data: d})
+		names = append(names, f)
 	}
 	c, err := core.Load(path, src, src.size, objs...)
 	if err != nil {
@@ -84,6 +87,16 @@ func dumpELFCore(w, stderr io.Writer, path string, files []string, o *options) e
 	for _, m := range c.Warnings {
 		fmt.Fprintf(stderr, "unwinddump: warning: %s\n", m)
 	}
+	// The DWARF of each file given, at the bias its object was loaded at.
+	for i, of := range objs {
+		for _, ob := range c.Objects {
+			if ob.File == of.Path {
+				o.lines.add(stderr, names[i], bytes.NewReader(of.Data), int64(len(of.Data)), ob.Bias)
+				break
+			}
+		}
+	}
+	defer o.lines.close()
 	if o.json {
 		return coreJSON(w, c, o)
 	}
@@ -134,6 +147,13 @@ func printCore(w io.Writer, c *core.Core, o *options) error {
 		cmp := c.Compare(t)
 		if err := printMethod(w, sym, cmp, o); err != nil {
 			return err
+		}
+		if scsF, fpF := splitRows(cmp); len(o.lines.files) > 0 {
+			if _, useFP := o.methods(); useFP {
+				o.lines.printSources(w, "FP walk", userFrames(sym, fpF))
+			} else {
+				o.lines.printSources(w, "SCS copy", userFrames(sym, scsF))
+			}
 		}
 		if pc, ok := c.X30Only(t); ok {
 			fmt.Fprintf(w, "x30 %#x (%s): a return address in no frame record and no SCS slot: the crashing function had not saved it (a leaf); both techniques miss this caller\n", pc, sym.Name(pc))

@@ -162,9 +162,11 @@ func kernelJSON(w io.Writer, path string, k *kernel.Kernel, notes []string, rep 
 		}
 		if useFP {
 			js.FP = &jsonWalk{Frames: kernelFrames(k, s.res.Frames), End: endName(s.res.End), Error: errString(s.res.Err)}
+			o.lines.fill(js.FP.Frames)
 		}
 		if useSCS && !isNotSupported(s.scsErr) {
 			js.SCS = &jsonWalk{Frames: kernelFrames(k, s.scs), Error: errString(s.scsErr)}
+			o.lines.fill(js.SCS.Frames)
 			if s.scsErr != nil {
 				js.SCS.End = "error"
 			}
@@ -197,6 +199,7 @@ func userStack(kind string, pid int, sym *unwind.Symbolizer, cmp *unwind.Compari
 	useSCS, useFP := o.methods()
 	if useFP {
 		js.FP = &jsonWalk{Frames: userFrames(sym, fpF), Error: errString(cmp.FPErr)}
+		o.lines.fill(js.FP.Frames)
 		if cmp.FPErr != nil {
 			js.FP.End = "error"
 			js.Errors = append(js.Errors, "fp: "+cmp.FPErr.Error())
@@ -204,6 +207,7 @@ func userStack(kind string, pid int, sym *unwind.Symbolizer, cmp *unwind.Compari
 	}
 	if useSCS {
 		js.SCS = &jsonWalk{Frames: userFrames(sym, scsF), Error: errString(cmp.SCSErr)}
+		o.lines.fill(js.SCS.Frames)
 		if cmp.SCSErr != nil {
 			js.SCS.End = "error"
 			js.Errors = append(js.Errors, "scs: "+cmp.SCSErr.Error())

@@ -33,7 +33,15 @@ func dumpKernelCore(w, stderr io.Writer, path string, v *vmcore.Vmcore, files []
 		}
 		return describeVmcore(w, path, v)
 	}
-	syms, srcs, symNotes, err := kernelSymbols(v, files)
+	syms, srcs, symNotes, err := kernelSymbols(v, files, stderr, &o.lines)
+	defer func() {
+		o.lines.close()
+		for _, s := range srcs {
+			if s.in != nil {
+				s.in.close()
+			}
+		}
+	}()
 	if err != nil {
 		return err
 	}
@@ -274,6 +282,11 @@ func printKStack(w io.Writer, k *kernel.Kernel, s *kstack, o *options) error {
 	}
 	if useSCS && s.scsErr != nil && !(noSCS && k.BTF != nil) {
 		fmt.Fprintf(w, "SCS copy: %v\n", s.scsErr)
+	}
+	if useFP {
+		o.lines.printSources(w, "FP walk", kernelFrames(k, s.res.Frames))
+	} else if useSCS {
+		o.lines.printSources(w, "SCS copy", kernelFrames(k, s.scs))
 	}
 	if useFP {
 		if s.res.Err != nil {

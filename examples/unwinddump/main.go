@@ -52,6 +52,8 @@ type options struct {
 	json   bool
 	info   bool
 	btf    string
+	// lines is the DWARF of the files given (set while dumping).
+	lines lines
 }
 
 // errUsage marks an error of the command line (exit status 2).

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 	"github.com/unwindkit/unwindkit/unwind/vmcore"
@@ -22,6 +23,8 @@ type symSource struct {
 	// until checked against the dump.
 	linkTime bool
 	btf      *vmcore.BTF // a vmlinux's .BTF, nil if none
+	in       *input      // a vmlinux's bytes
+	shift    uint64      // what relocate added to the addresses
 }
 
 // kernelSymbols gathers the vmcore's symbols: the kallsyms tables in the
@@ -31,7 +34,7 @@ type symSource struct {
 // kallsyms computes them), the others add the data symbols it lacks
 // (kernel.MergeDataSyms: at or above _etext, so no function's size
 // changes). The notes say what came from where.
-func kernelSymbols(v *vmcore.Vmcore, files []string) ([]vmcore.KSym, []*symSource, []string, error) {
+func kernelSymbols(v *vmcore.Vmcore, files []string, stderr io.Writer, l *lines) ([]vmcore.KSym, []*symSource, []string, error) {
 	var srcs []*symSource
 	var notes []string
 	if ks, err := v.Kallsyms(); err == nil && len(ks) > 0 {
@@ -66,16 +69,24 @@ func kernelSymbols(v *vmcore.Vmcore, files []string) ([]vmcore.KSym, []*symSourc
 			if err == nil {
 				s.btf, _ = vmcore.VmlinuxBTF(f, in, in.size)
 			}
-			in.close()
 			if err != nil {
+				in.close()
 				return nil, nil, nil, err
 			}
 			s.linkTime = true
+			s.in = in // kept open for its DWARF, if any (closed at exit)
 		default:
 			return nil, nil, nil, fmt.Errorf("%w: %s is %s, not a kernel symbol source (System.map, /proc/kallsyms text or vmlinux)", errUsage, f, k)
 		}
 		notes = append(notes, relocate(v, s))
 		srcs = append(srcs, s)
+		if s.in != nil {
+			n := len(l.files)
+			l.add(stderr, f, s.in, s.in.size, s.shift)
+			if len(l.files) > n {
+				notes = append(notes, fmt.Sprintf("%s: DWARF: file:line and inlined frames from it", f))
+			}
+		}
 	}
 	if len(srcs) == 0 {
 		return nil, nil, notes, fmt.Errorf("%s: no symbols: the dump holds no kallsyms tables (VMCOREINFO lacks them or their pages are not in the dump); give System.map, /proc/kallsyms text or vmlinux after it", v.Path)
@@ -106,6 +117,7 @@ func relocate(v *vmcore.Vmcore, s *symSource) string {
 		return 0, false
 	}
 	shift := func() {
+		s.shift = off
 		for i := range s.syms {
 			if s.syms[i].Type != 'a' && s.syms[i].Type != 'A' {
 				s.syms[i].Addr += off
