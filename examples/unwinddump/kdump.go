@@ -82,6 +82,11 @@ func dumpKernelCore(w, stderr io.Writer, path string, v *vmcore.Vmcore, files []
 	for i := range rep.CPUs {
 		c := &rep.CPUs[i]
 		s := kstack{kind: "cpu", cpu: c.CPU, res: c.Result, scs: c.SCS, scsErr: c.SCSErr}
+		if c.Walk == nil && c.Err != nil {
+			// The kernel's own bounds are unknown: the least the dump
+			// offers, every guess stated.
+			s.res, _ = guessCPUWalk(k, c.CPU, c.Err)
+		}
 		if a, how, err := k.Current(c.CPU); err == nil {
 			s.taskHow = how
 			if t := byAddr[a]; t != nil {
@@ -164,8 +169,9 @@ func dumpKernelCore(w, stderr io.Writer, path string, v *vmcore.Vmcore, files []
 		notes = append(notes, "SCS copy: none: the kernel is built without CONFIG_SHADOW_CALL_STACK (no thread_info.scs_sp in its BTF)")
 	}
 	walked := 0
+	useSCS, useFP := o.methods()
 	for i := range sel {
-		if len(sel[i].res.Frames) > 0 || len(sel[i].scs) > 0 {
+		if useFP && len(sel[i].res.Frames) > 0 || useSCS && len(sel[i].scs) > 0 {
 			walked++
 		}
 	}
@@ -174,6 +180,8 @@ func dumpKernelCore(w, stderr io.Writer, path string, v *vmcore.Vmcore, files []
 		first := "no frames"
 		if len(sel) > 0 && len(sel[0].errs) > 0 {
 			first = sel[0].errs[0]
+		} else if useSCS && !useFP && len(sel) > 0 && sel[0].scsErr != nil {
+			first = "scs: " + sel[0].scsErr.Error()
 		}
 		failed = fmt.Errorf("%s: no stack could be walked (%s)", path, first)
 	}

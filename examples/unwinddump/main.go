@@ -1,19 +1,23 @@
-// Command unwinddump unwinds a snapshot or an ELF core file of a real arm64
-// program with both techniques and prints the two traces side by side,
-// symbolized, with raw and PAC-stripped addresses, and explains every
-// difference. A core file is read with its executable and, optionally, its
-// shared libraries; every thread is printed. A kernel vmcore alone is
-// described: VMCOREINFO, page tables, symbols, offsets and where each came
-// from, each CPU's registers.
+// Command unwinddump unwinds arm64 stacks from what a crash leaves: a
+// kernel vmcore, an ELF user core, a snapshot (unwind/snapshot) or a
+// kernel capture directory (testdata/kernel/NAME), with both techniques
+// (the shadow call stack copy and the frame-pointer walk), and explains
+// every difference. The input's kind is read from its content.
 //
-//	go run ./examples/unwinddump testdata/arm64/snapshots/clang-pacret-pauth-signal.json
-//	go run ./examples/unwinddump CORE EXE [LIB...]
-//	go run ./examples/unwinddump VMCORE
-//	go run ./examples/unwinddump testdata/kernel/deb-6.12
+//	unwinddump [-tasks] [-cpu N | -pid N | -task ADDR] [-method scs|fp|both] [-json] VMCORE [System.map|kallsyms|vmlinux...]
+//	unwinddump [-pid N] [-method ...] [-json] CORE EXE [LIB...]
+//	unwinddump [-method ...] [-json] SNAPSHOT.json
+//	unwinddump testdata/kernel/deb-6.12
 //
-// A kernel capture directory (testdata/kernel/NAME) is unwound stop by
-// stop with the rules of its kernel version, beside the kernel's own
-// printed Call trace.
+// A vmcore is unwound CPU by CPU from its registers (and with -tasks
+// every task of the task list) as the kernel prints frames
+// (func+0xoff/0xsize), with the symbols of the dump's kallsyms and of the
+// files given, merged; file:line and inlined frames come from the DWARF
+// of a vmlinux, executable or library given. -json prints one document
+// whose schema the README's crash-dump section documents. A capture
+// directory is unwound stop by stop beside the kernel's own printed Call
+// trace. -h lists the flags; the exit status is 0 on success, 2 for a
+// usage error, 1 for a failure.
 package main
 
 import (
