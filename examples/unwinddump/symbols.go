@@ -1,17 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 	"github.com/unwindkit/unwindkit/unwind/vmcore"
 )
-
-// maxSymText bounds a symbol map read into memory (Debian's System.map
-// is 6 MB, /proc/kallsyms of a full kernel 10-16 MB).
-const maxSymText = 256 << 20
 
 // symSource is one symbol source of a vmcore: the dump's kallsyms tables
 // or a file given beside it.
@@ -50,12 +45,16 @@ func kernelSymbols(v *vmcore.Vmcore, files []string, stderr io.Writer, l *lines)
 		s := &symSource{name: f}
 		switch k {
 		case kindSymText:
-			b, err := readObjectLimited(f, maxSymText)
+			in, err := openInput(f, objectRatio)
 			if err != nil {
 				return nil, nil, nil, err
 			}
 			s.what = "symbol map"
-			if s.syms, err = vmcore.ParseSystemMap(f, bytes.NewReader(b)); err != nil {
+			// Read as a stream: ParseSystemMap bounds the lines and
+			// the symbols, so a large file costs no copy of itself.
+			s.syms, err = vmcore.ParseSystemMap(f, io.NewSectionReader(in, 0, in.size))
+			in.close()
+			if err != nil {
 				return nil, nil, nil, err
 			}
 			s.linkTime = true // decided by relocate
@@ -141,22 +140,4 @@ func relocate(v *vmcore.Vmcore, s *symSource) string {
 		return fmt.Sprintf("%s (%s): %d symbols moved by KERNELOFFSET %#x (a guess: no swapper_pg_dir to check)", s.name, s.what, len(s.syms), off)
 	}
 	return fmt.Sprintf("%s (%s): %d symbols taken as run-time addresses (a guess: KERNELOFFSET %#x, and no swapper_pg_dir to check)", s.name, s.what, len(s.syms), off)
-}
-
-// readObjectLimited reads a file (inflated if gzip) of at most limit
-// bytes into memory.
-func readObjectLimited(path string, limit int64) ([]byte, error) {
-	in, err := openInput(path, objectRatio)
-	if err != nil {
-		return nil, err
-	}
-	defer in.close()
-	if in.size > limit {
-		return nil, fmt.Errorf("%s: %d bytes, more than %d", path, in.size, limit)
-	}
-	b := make([]byte, in.size)
-	if _, err := in.ReadAt(b, 0); err != nil && in.size > 0 {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return b, nil
 }
