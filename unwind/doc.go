@@ -35,6 +35,7 @@
 //	unwind/core     → unwind, scs, fp, ptrauth                 arm64 ELF core files: threads, both unwinders per thread
 //	unwind/vmcore   → ptrauth                                  arm64 kernel vmcores: VMCOREINFO, page tables, kallsyms, BTF
 //	unwind/kernel   → unwind, unwind/vmcore, fp, scs, ptrauth  a vmcore unwound with the rules of the kernel that wrote it
+//	unwind/debuginfo → (internal only)                         DWARF file:line and inlined frames (addr2line -f -i), read lazily
 //
 // Below the front door (DESIGN.md's layering): fault imports the standard
 // library only; ptrauth and percpu are leaves (fault and the internal

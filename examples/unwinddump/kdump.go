@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/unwindkit/unwindkit/unwind/kernel"
@@ -372,7 +373,13 @@ func loadBTF1(path string, syms []vmcore.KSym) (*vmcore.BTF, string, error) {
 			return nil, "", err
 		}
 		if k.BTF == nil {
-			return nil, "", fmt.Errorf("%s: -btf: the dump holds no BTF that was found (%v)", path, k.Notes)
+			why := "no BTF note"
+			for _, n := range k.Notes {
+				if strings.HasPrefix(n, "BTF") {
+					why = n
+				}
+			}
+			return nil, "", fmt.Errorf("%s: -btf: the dump holds no BTF that was found (%s)", path, why)
 		}
 		return k.BTF, k.Build(), nil
 	}
