@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"compress/gzip"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/unwindkit/unwindkit/unwind/core"
+	"github.com/unwindkit/unwindkit/unwind/vmcore"
 )
 
 // isELF reports whether the file at path (gzip-compressed if it ends in
@@ -34,30 +36,74 @@ func isELF(path string) bool {
 // dumpCore prints every thread of the core file at path, unwound with both
 // techniques, side by side. Files ending in .gz are decompressed.
 func dumpCore(w io.Writer, path string, objs []string) error {
-	if len(objs) == 0 {
-		return fmt.Errorf("%s: a core file needs its executable: unwinddump CORE EXE [LIB...]", path)
-	}
+	return dumpELFCore(w, io.Discard, path, objs, &options{method: "both", cpu: -1, pid: -1})
+}
+
+// dumpELFCore reads the ELF core at path once and unwinds it: as a kernel
+// vmcore when it has a VMCOREINFO note (files are then symbol sources),
+// else as a user core (files are its executable and libraries).
+func dumpELFCore(w, stderr io.Writer, path string, files []string, o *options) error {
 	src, err := openInput(path, coreRatio)
 	if err != nil {
 		return err
 	}
 	defer src.close()
-	var files []core.ObjectFile
-	for _, o := range objs {
-		d, err := readObject(o)
+	v, vmErr := vmcore.Load(path, src, src.size)
+	if vmErr == nil && v.HasInfo {
+		return dumpKernelCore(w, stderr, path, v, files, o)
+	}
+	also := ""
+	if vmErr != nil {
+		also = fmt.Sprintf(" (as a vmcore: %v)", vmErr)
+	}
+	if o.tasks || o.cpu >= 0 || o.task != 0 || o.info || o.btf != "" {
+		return fmt.Errorf("%w: %s is a user core (no VMCOREINFO note%s): -tasks, -cpu, -task, -info and -btf are for vmcores", errUsage, path, also)
+	}
+	if len(files) == 0 {
+		return fmt.Errorf("%s: a core file needs its executable: unwinddump CORE EXE [LIB...]; it has no VMCOREINFO note, so it is no vmcore%s", path, also)
+	}
+	var objs []core.ObjectFile
+	var names []string
+	for _, f := range files {
+		if k, err := sniff(f); err != nil {
+			return err
+		} else if k != kindELF {
+			return fmt.Errorf("%w: %s is %s, not an executable or library of the core %s", errUsage, f, k, path)
+		}
+		d, err := readObject(f)
 		if err != nil {
 			return err
 		}
-		files = append(files, core.ObjectFile{Path: strings.TrimSuffix(o, ".gz"), Data: d})
+		objs = append(objs, core.ObjectFile{Path: strings.TrimSuffix(f, ".gz"), Data: d})
+		names = append(names, f)
 	}
-	c, err := core.Load(path, src, src.size, files...)
+	c, err := core.Load(path, src, src.size, objs...)
 	if err != nil {
+		if vmErr != nil {
+			return fmt.Errorf("%w%s", err, also)
+		}
 		return err
 	}
-	return printCore(w, c)
+	for _, m := range c.Warnings {
+		fmt.Fprintf(stderr, "unwinddump: warning: %s\n", m)
+	}
+	// The DWARF of each file given, at the bias its object was loaded at.
+	for i, of := range objs {
+		for _, ob := range c.Objects {
+			if ob.File == of.Path {
+				o.lines.add(stderr, names[i], bytes.NewReader(of.Data), int64(len(of.Data)), ob.Bias)
+				break
+			}
+		}
+	}
+	defer o.lines.close()
+	if o.json {
+		return coreJSON(w, c, o)
+	}
+	return printCore(w, c, o)
 }
 
-func printCore(w io.Writer, c *core.Core) error {
+func printCore(w io.Writer, c *core.Core, o *options) error {
 	sym := c.Symbolizer()
 	fmt.Fprintf(w, "core %s: %d thread(s), command %q\n", c.Path, len(c.Threads), c.Command)
 	hw, hw2 := c.HWCap()
@@ -75,8 +121,13 @@ func printCore(w io.Writer, c *core.Core) error {
 	for _, m := range c.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", m)
 	}
+	shown := 0
 	for i := range c.Threads {
 		t := &c.Threads[i]
+		if o.pid >= 0 && t.PID != o.pid {
+			continue
+		}
+		shown++
 		r := &t.Regs
 		fmt.Fprintf(w, "\nthread %d (pid %d, signal %d)\n", i, t.PID, t.Signal)
 		fmt.Fprintf(w, "regs: pc %s, sp %#x, x18 %#x, x29 %#x, x30 %#x (%s)\n", sym.Name(c.Layout.Strip(r.PC)),
@@ -94,8 +145,15 @@ func printCore(w io.Writer, c *core.Core) error {
 			fmt.Fprintf(w, "shadow call stack: none (%s)\n", t.SCSNote)
 		}
 		cmp := c.Compare(t)
-		if err := printRows(w, sym, cmp); err != nil {
+		if err := printMethod(w, sym, cmp, o); err != nil {
 			return err
+		}
+		if scsF, fpF := splitRows(cmp); len(o.lines.files) > 0 {
+			if _, useFP := o.methods(); useFP {
+				o.lines.printSources(w, "FP walk", userFrames(sym, fpF))
+			} else {
+				o.lines.printSources(w, "SCS copy", userFrames(sym, scsF))
+			}
 		}
 		if pc, ok := c.X30Only(t); ok {
 			fmt.Fprintf(w, "x30 %#x (%s): a return address in no frame record and no SCS slot: the crashing function had not saved it (a leaf); both techniques miss this caller\n", pc, sym.Name(pc))
@@ -106,6 +164,9 @@ func printCore(w io.Writer, c *core.Core) error {
 		if cmp.FPErr != nil {
 			fmt.Fprintf(w, "fp ended with: %v\n", cmp.FPErr)
 		}
+	}
+	if o.pid >= 0 && shown == 0 {
+		return fmt.Errorf("%s: no thread of pid %d", c.Path, o.pid)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -90,7 +91,7 @@ var fuzzBases = sync.OnceValues(func() ([]fuzzBase, error) {
 	}
 	out := []fuzzBase{
 		{files: []fuzzFile{{"s.json", snap, false}}, args: []string{"s.json"}},
-		{files: []fuzzFile{{"v.vmcore", vm, false}}, args: []string{"v.vmcore"}},
+		{files: []fuzzFile{{"v.vmcore", vm, false}}, args: []string{"-info", "v.vmcore"}},
 		{files: []fuzzFile{{"c.core", core, false}, {"gcc-pie.elf.gz", exe, true}}, args: []string{"c.core", "gcc-pie.elf.gz"}},
 	}
 	for _, c := range []struct{ dir, stop string }{{"deb-6.12", "t"}, {"scs-6.12", "x30"}} {
@@ -116,6 +117,23 @@ var fuzzBases = sync.OnceValues(func() ([]fuzzBase, error) {
 		}
 		out = append(out, b)
 	}
+	// A vmcore unwound with a symbol map, every task, and the BTF of the
+	// first stop's vmcore (the shipped file, not edited).
+	d := td + "kernel/deb-6.12/"
+	tv, err := gunzipFile(d + "t.vmcore.gz")
+	if err != nil {
+		return nil, err
+	}
+	sm, err := gunzipFile(d + "syms.txt.gz")
+	if err != nil {
+		return nil, err
+	}
+	btf, err := filepath.Abs(d + "l-syscall.vmcore.gz")
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, fuzzBase{files: []fuzzFile{{"t.vmcore", tv, false}, {"System.map", sm, false}},
+		args: []string{"-tasks", "t.vmcore", "System.map", "-btf", btf}})
 	return out, nil
 })
 
@@ -168,7 +186,10 @@ func writeBase(t *testing.T, b fuzzBase, data [][]byte, level int) []string {
 	}
 	var args []string
 	for _, a := range b.args {
-		args = append(args, filepath.Join(dir, a))
+		if !strings.HasPrefix(a, "-") && !filepath.IsAbs(a) {
+			a = filepath.Join(dir, a)
+		}
+		args = append(args, a)
 	}
 	return args
 }

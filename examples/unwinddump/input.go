@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 )
 
 // A gzip-compressed input is bounded once decompressed by inflateBudget
@@ -28,15 +27,15 @@ const (
 // more than its bound.
 var errTooLarge = errors.New("decompresses to more than the bound")
 
-// input is an opened input file, its bytes (decompressed when its name
-// ends in .gz) readable at any offset.
+// input is an opened input file, its bytes (decompressed when it is
+// gzip) readable at any offset.
 type input struct {
 	io.ReaderAt
 	size  int64
 	close func() error
 }
 
-// openInput opens path. A file whose name ends in .gz is decompressed
+// openInput opens path. A gzip file (by its magic, whatever its name) is decompressed
 // into a temporary file, removed by close, stopping at inflateBudget +
 // ratio × its compressed size: the bound is checked while inflating, so a
 // gzip bomb costs no more than that in time and disk and a fixed buffer in
@@ -51,11 +50,13 @@ func openInput(path string, ratio int64) (*input, error) {
 		f.Close()
 		return nil, err
 	}
-	if !strings.HasSuffix(path, ".gz") {
-		if !st.Mode().IsRegular() {
-			f.Close()
-			return nil, fmt.Errorf("%s: not a regular file", path)
-		}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	// gzip by its content (the magic 1f 8b), whatever the name.
+	var magic [2]byte
+	if n, _ := f.ReadAt(magic[:], 0); n < 2 || magic != [2]byte{0x1f, 0x8b} {
 		return &input{ReaderAt: f, size: st.Size(), close: f.Close}, nil
 	}
 	defer f.Close()

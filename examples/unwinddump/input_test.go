@@ -97,3 +97,27 @@ func TestOpenInput(t *testing.T) {
 		t.Error("a directory opened")
 	}
 }
+
+// A gzip input is recognised by its content: a compressed core named
+// without .gz unwinds as the .gz does (the old code read it raw and
+// failed with bad magic).
+func TestGzipByContent(t *testing.T) {
+	b, err := os.ReadFile("../../testdata/cores/cores/gcc-pie-pauth-leaf.core.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "core")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var a, z strings.Builder
+	if err := dumpCore(&a, p, []string{"../../testdata/cores/bin/gcc-pie.elf.gz"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dumpCore(&z, "../../testdata/cores/cores/gcc-pie-pauth-leaf.core.gz", []string{"../../testdata/cores/bin/gcc-pie.elf.gz"}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ReplaceAll(z.String(), "../../testdata/cores/cores/gcc-pie-pauth-leaf.core.gz", "") != strings.ReplaceAll(a.String(), p, "") || !strings.Contains(a.String(), "main+") {
+		t.Errorf("outputs differ:\n%s\n%s", a.String(), z.String())
+	}
+}

@@ -1,26 +1,32 @@
-// Command unwinddump unwinds a snapshot or an ELF core file of a real arm64
-// program with both techniques and prints the two traces side by side,
-// symbolized, with raw and PAC-stripped addresses, and explains every
-// difference. A core file is read with its executable and, optionally, its
-// shared libraries; every thread is printed. A kernel vmcore alone is
-// described: VMCOREINFO, page tables, symbols, offsets and where each came
-// from, each CPU's registers.
+// Command unwinddump unwinds arm64 stacks from what a crash leaves: a
+// kernel vmcore, an ELF user core, a snapshot (unwind/snapshot) or a
+// kernel capture directory (testdata/kernel/NAME), with both techniques
+// (the shadow call stack copy and the frame-pointer walk), and explains
+// every difference. The input's kind is read from its content.
 //
-//	go run ./examples/unwinddump testdata/arm64/snapshots/clang-pacret-pauth-signal.json
-//	go run ./examples/unwinddump CORE EXE [LIB...]
-//	go run ./examples/unwinddump VMCORE
-//	go run ./examples/unwinddump testdata/kernel/deb-6.12
+//	unwinddump [-tasks] [-cpu N | -pid N | -task ADDR] [-method scs|fp|both] [-json] VMCORE [System.map|kallsyms|vmlinux...]
+//	unwinddump [-pid N] [-method ...] [-json] CORE EXE [LIB...]
+//	unwinddump [-method ...] [-json] SNAPSHOT.json
+//	unwinddump testdata/kernel/deb-6.12
 //
-// A kernel capture directory (testdata/kernel/NAME) is unwound stop by
-// stop with the rules of its kernel version, beside the kernel's own
-// printed Call trace.
+// A vmcore is unwound CPU by CPU from its registers (and with -tasks
+// every task of the task list) as the kernel prints frames
+// (func+0xoff/0xsize), with the symbols of the dump's kallsyms and of the
+// files given, merged; file:line and inlined frames come from the DWARF
+// of a vmlinux, executable or library given. -json prints one document
+// whose schema the README's crash-dump section documents. A capture
+// directory is unwound stop by stop beside the kernel's own printed Call
+// trace. -h lists the flags; the exit status is 0 on success, 2 for a
+// usage error, 1 for a failure.
 package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -28,38 +34,186 @@ import (
 	"github.com/unwindkit/unwindkit/unwind/snapshot"
 )
 
-const usage = "usage: unwinddump SNAPSHOT.json | unwinddump CORE EXE [LIB...] | unwinddump VMCORE | unwinddump KERNEL-CAPTURE-DIR"
+const usageText = `usage: unwinddump [flags] INPUT [FILE...]
+
+INPUT is recognised by its content (gzip-compressed files are inflated):
+  an ELF core with a VMCOREINFO note   a kernel vmcore; FILEs are symbol sources:
+                                       System.map, /proc/kallsyms text, vmlinux
+  any other ELF core                   a user core; FILEs are its executable and libraries
+  a JSON document                      a snapshot (unwind/snapshot)
+  a directory with expected.json       a kernel capture (testdata/kernel/NAME)
+
+flags:
+`
+
+// options are the command's flags.
+type options struct {
+	tasks  bool
+	cpu    int
+	pid    int
+	task   uint64
+	method string
+	json   bool
+	info   bool
+	btf    string
+	// lines is the DWARF of the files given (set while dumping).
+	lines lines
+}
+
+// errUsage marks an error of the command line (exit status 2).
+var errUsage = errors.New("usage")
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, usage)
-		os.Exit(2)
-	}
-	if err := run(os.Stdout, os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "unwinddump:", err)
-		os.Exit(1)
-	}
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run dumps what args name (the command's arguments) to w.
+// realMain runs the command with args, writing to stdout and stderr, and
+// returns its exit status: 0 on success (and for -h), 2 for a usage
+// error, 1 for a failure.
+func realMain(args []string, stdout, stderr io.Writer) int {
+	o, files, err := parseArgs(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		return 2
+	}
+	if err := dispatch(stdout, stderr, o, files); err != nil {
+		fmt.Fprintln(stderr, "unwinddump:", err)
+		if errors.Is(err, errUsage) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// run dumps what args name (the command's arguments, flags included) to
+// w, warnings discarded.
 func run(w io.Writer, args []string) error {
-	switch {
-	case len(args) == 0:
-		return errors.New(usage)
-	case isKernelCapture(args[0]):
-		return dumpKernel(w, args[0])
-	case isELF(args[0]) && len(args) == 1:
-		return dumpVmcore(w, args[0])
-	case isELF(args[0]):
-		return dumpCore(w, args[0], args[1:])
+	o, files, err := parseArgs(args, io.Discard)
+	if err != nil {
+		return err
 	}
-	return dump(w, args[0])
+	return dispatch(w, io.Discard, o, files)
 }
 
+// parseArgs parses the flags of args; usage and flag errors go to stderr.
+func parseArgs(args []string, stderr io.Writer) (*options, []string, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("unwinddump", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageText)
+		fs.PrintDefaults()
+	}
+	var task string
+	fs.BoolVar(&o.tasks, "tasks", false, "vmcore: also walk every task of the task list (like crash's foreach bt)")
+	fs.IntVar(&o.cpu, "cpu", -1, "vmcore: walk only this CPU")
+	fs.IntVar(&o.pid, "pid", -1, "vmcore: walk only the task of this pid (user core: the thread)")
+	fs.StringVar(&task, "task", "", "vmcore: walk only the task_struct at this address (hex)")
+	fs.StringVar(&o.method, "method", "both", "technique: scs (shadow call stack copy), fp (frame records) or both")
+	fs.BoolVar(&o.json, "json", false, "print one JSON document (schema in the README)")
+	fs.BoolVar(&o.info, "info", false, "vmcore: describe the dump (VMCOREINFO, symbols, offsets, registers) instead of unwinding")
+	fs.StringVar(&o.btf, "btf", "", "vmcore: take the BTF from this file (a vmcore of the same build, a vmlinux or raw BTF)")
+	// Flags may come before, between or after the files (up to "--").
+	var files []string
+	for {
+		if len(args) > 0 && args[0] == "--" {
+			files = append(files, args[1:]...)
+			break
+		}
+		if err := fs.Parse(args); err != nil {
+			return nil, nil, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		rest := fs.Args()
+		if len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+			files = append(files, rest...)
+			break
+		}
+		files = append(files, rest[0])
+		args = rest[1:]
+	}
+	bad := func(format string, a ...any) (*options, []string, error) {
+		fmt.Fprintf(stderr, "unwinddump: "+format+"\n", a...)
+		fs.Usage()
+		return nil, nil, fmt.Errorf("%w: "+format, append([]any{errUsage}, a...)...)
+	}
+	switch o.method {
+	case "scs", "fp", "both":
+	default:
+		return bad("-method %q: want scs, fp or both", o.method)
+	}
+	if task != "" {
+		v, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(task), "0x"), 16, 64)
+		if err != nil || v == 0 {
+			return bad("-task %q: want a task_struct address in hex", task)
+		}
+		o.task = v
+	}
+	sel := 0
+	for _, on := range []bool{o.cpu >= 0, o.pid >= 0, o.task != 0} {
+		if on {
+			sel++
+		}
+	}
+	if sel > 1 {
+		return bad("-cpu, -pid and -task select one stack: give one of them")
+	}
+	if o.cpu < -1 || o.pid < -1 {
+		return bad("-cpu and -pid take a number from 0")
+	}
+	if len(files) == 0 {
+		return bad("no input")
+	}
+	return o, files, nil
+}
+
+// methods returns the techniques -method selects.
+func (o *options) methods() (scs, fp bool) {
+	return o.method != "fp", o.method != "scs"
+}
+
+// dispatch recognises the first file by its content and dumps it.
+func dispatch(w, stderr io.Writer, o *options, files []string) error {
+	k, err := sniff(files[0])
+	if err != nil {
+		return err
+	}
+	rest := files[1:]
+	kernelOnly := o.tasks || o.cpu >= 0 || o.task != 0 || o.info || o.btf != ""
+	switch k {
+	case kindCapture:
+		if len(rest) > 0 || kernelOnly || o.pid >= 0 || o.json || o.method != "both" {
+			return fmt.Errorf("%w: %s is a kernel capture directory: it takes no other file and no flag", errUsage, files[0])
+		}
+		return dumpKernel(w, files[0])
+	case kindSnapshot:
+		if len(rest) > 0 || kernelOnly || o.pid >= 0 {
+			return fmt.Errorf("%w: %s is a snapshot: it takes no other file, and only -json and -method", errUsage, files[0])
+		}
+		return dumpSnapshot(w, files[0], o)
+	case kindCore:
+		return dumpELFCore(w, stderr, files[0], rest, o)
+	}
+	return fmt.Errorf("%s: %s: not a vmcore, a user core, a snapshot or a capture directory", files[0], k)
+}
+
+// dump prints a snapshot's two traces side by side.
 func dump(w io.Writer, path string) error {
+	return dumpSnapshot(w, path, &options{method: "both"})
+}
+
+func dumpSnapshot(w io.Writer, path string, o *options) error {
 	s, err := snapshot.Open(path)
 	if err != nil {
 		return err
+	}
+	if o.json {
+		return snapshotJSON(w, path, s, o)
 	}
 	sym := s.Symbolizer()
 	fmt.Fprintf(w, "snapshot %s: va_bits %d, tbi %v\n", path, s.VABits, s.TBI)
@@ -86,7 +240,7 @@ func dump(w io.Writer, path string) error {
 	}
 	fmt.Fprintf(w, "\nSCS copy: %d frames; FP walk: %d frames\n\n", len(traces[unwind.MethodSCS]), len(traces[unwind.MethodFP]))
 	cmp := unwind.CompareTraces(sym, traces[unwind.MethodSCS], traces[unwind.MethodFP])
-	if err := printRows(w, sym, cmp); err != nil {
+	if err := printMethod(w, sym, cmp, o); err != nil {
 		return err
 	}
 	for _, m := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
@@ -125,6 +279,40 @@ func missing(expect, got []string) string {
 		return "nothing"
 	}
 	return strings.Join(out, ", ")
+}
+
+// splitRows returns the SCS copy's and the FP walk's frames of a
+// comparison.
+func splitRows(cmp *unwind.Comparison) (scsF, fpF []unwind.Frame) {
+	for _, r := range cmp.Rows {
+		if r.InSCS {
+			scsF = append(scsF, r.SCS)
+		}
+		if r.InFP {
+			fpF = append(fpF, r.FP)
+		}
+	}
+	return scsF, fpF
+}
+
+// printMethod prints the techniques -method selects: both side by side
+// (printRows), or one as a list.
+func printMethod(w io.Writer, sym *unwind.Symbolizer, cmp *unwind.Comparison, o *options) error {
+	useSCS, useFP := o.methods()
+	if useSCS && useFP {
+		return printRows(w, sym, cmp)
+	}
+	scsF, fpF := splitRows(cmp)
+	list, what := fpF, "FP walk"
+	if useSCS {
+		list, what = scsF, "SCS copy"
+	}
+	fmt.Fprintf(w, "%s: %d frames\n", what, len(list))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for i, f := range list {
+		fmt.Fprintf(tw, "#%d\t%#x\t%s\t[%s]\n", i, f.Raw, sym.Name(f.PC), f.Origin)
+	}
+	return tw.Flush()
 }
 
 // printRows prints a comparison's rows side by side: the SCS copy's and the

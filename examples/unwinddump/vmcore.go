@@ -8,10 +8,7 @@ import (
 	"github.com/unwindkit/unwindkit/unwind/vmcore"
 )
 
-// dumpVmcore prints what a kernel vmcore says about itself: VMCOREINFO,
-// the translation regime, the symbols decoded from the dump, the structure
-// offsets with their sources, and each CPU's registers symbolized.
-// Unwinding kernel stacks is not done here yet.
+// dumpVmcore prints what a kernel vmcore says about itself (-info).
 func dumpVmcore(w io.Writer, path string) error {
 	src, err := openInput(path, coreRatio)
 	if err != nil {
@@ -25,6 +22,14 @@ func dumpVmcore(w io.Writer, path string) error {
 	if !v.HasInfo {
 		return fmt.Errorf("%s: no VMCOREINFO note (and no executable given: not a user core?)", path)
 	}
+	return describeVmcore(w, path, v)
+}
+
+// describeVmcore prints what a kernel vmcore says about itself:
+// VMCOREINFO, the translation regime, the symbols decoded from the dump,
+// the structure offsets with their sources, and each CPU's registers
+// symbolized.
+func describeVmcore(w io.Writer, path string, v *vmcore.Vmcore) error {
 	in := v.Info
 	fmt.Fprintf(w, "vmcore %s: Linux %s, %d CPU(s)\n", path, in.OSRelease, len(v.CPUs))
 	fmt.Fprintf(w, "pages %d KiB, VA_BITS %d (running with %d), PAGE_OFFSET %#x, kimage_voffset %#x, PHYS_OFFSET %#x, KERNELPACMASK %#x\n",

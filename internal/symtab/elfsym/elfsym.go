@@ -253,6 +253,21 @@ type ELFTable struct {
 // typ (elf.SHT_SYMTAB or elf.SHT_DYNSYM). It returns nil and no error
 // when there is no such section or it is empty.
 func (r *ELFReader) Funcs(typ elf.SectionType) (*ELFTable, error) {
+	return r.symbols(typ, func(t elf.SymType) bool { return t == elf.STT_FUNC || t == elf.STT_LOOS })
+}
+
+// Defined reads every defined symbol of the file's first section of type
+// typ whose type is STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_TLS or
+// STT_GNU_IFUNC (not sections or files), with the bounds of Funcs: a
+// kernel's data symbols (init_task, __per_cpu_offset) are STT_OBJECT.
+// ELFTable.Funcs then holds them all.
+func (r *ELFReader) Defined(typ elf.SectionType) (*ELFTable, error) {
+	return r.symbols(typ, func(t elf.SymType) bool {
+		return t == elf.STT_NOTYPE || t == elf.STT_OBJECT || t == elf.STT_FUNC || t == elf.STT_TLS || t == elf.STT_LOOS
+	})
+}
+
+func (r *ELFReader) symbols(typ elf.SectionType, keep func(elf.SymType) bool) (*ELFTable, error) {
 	s := r.f.SectionByType(typ)
 	if s == nil || s.Size == 0 {
 		return nil, nil
@@ -284,7 +299,7 @@ func (r *ELFReader) Funcs(typ elf.SectionType) (*ELFTable, error) {
 		info := e[4]
 		typ := elf.ST_TYPE(info)
 		shndx := elf.SectionIndex(le.Uint16(e[6:]))
-		if typ != elf.STT_FUNC && typ != elf.STT_LOOS || shndx == elf.SHN_UNDEF {
+		if !keep(typ) || shndx == elf.SHN_UNDEF {
 			continue
 		}
 		sym := ELFSym{Value: le.Uint64(e[8:]), Size: le.Uint64(e[16:]), Info: info, Section: shndx}
