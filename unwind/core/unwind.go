@@ -6,7 +6,6 @@ import (
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/errs"
-	"github.com/unwindkit/unwindkit/internal/mem"
 	"github.com/unwindkit/unwindkit/scs"
 	"github.com/unwindkit/unwindkit/unwind"
 )
@@ -101,7 +100,7 @@ func (c *Core) walkErr(t *Thread, what string, err error) error {
 
 // walkFP walks t's frame records over the segments loaded.
 func (c *Core) walkFP(t *Thread) ([]unwind.Frame, int, error) {
-	m, stacks, n := c.mem.snapshot(t.Regs.SP)
+	stacks, n := c.mem.snapshot(t.Regs.SP)
 	cfg := fp.Config{
 		Stacks:     stacks,
 		FP:         t.Regs.X[29],
@@ -109,7 +108,6 @@ func (c *Core) walkFP(t *Thread) ([]unwind.Frame, int, error) {
 		Layout:     c.Layout,
 		ZeroFPEnds: true,
 	}
-	mem.AttachFP(&cfg, m) // the core's segments, read through the model's memory type
 	var out []unwind.Frame
 	for f, err := range fp.Frames(&cfg) {
 		if err != nil {

@@ -140,13 +140,8 @@ type Machine struct {
 	scs *scs.Model
 	// drv is scs's driver hooks (its sequence lock and nesting rules),
 	// which are not scs's public API.
-	drv  scsdriver.Driver
-	cpus []*CPU
-	// fpMem is an fp.Config holding only the model's memory (attached
-	// once with mem.AttachFP): every FP Config of the model starts as a
-	// copy of it, so attaching costs no escape per unwind.
-	fpMem fp.Config
-
+	drv   scsdriver.Driver
+	cpus  []*CPU
 	mu    sync.Mutex // tasks, Switch, the allocator
 	tasks []*Task
 	next  uint64 // allocator cursor
@@ -201,7 +196,6 @@ func New(cfg Config) (*Machine, error) {
 		cfg.SCSSize = 4096
 	}
 	m := &Machine{cfg: cfg, mem: &mem.Memory{}, next: vmBase}
-	mem.AttachFP(&m.fpMem, m.mem)
 	if err := m.buildText(); err != nil {
 		return nil, err
 	}
