@@ -81,8 +81,9 @@ type Config struct {
 	// never sets it: a kernel chain ends at FINAL, and fp == 0 is
 	// corruption.
 	ZeroFPEnds bool
-	// ABI is the frame-record ABI of the kernel walked: the zero value
-	// [ABIMetaRecord] (6.13+ meta records) or [ABIFinalRecord] (up to
+	// ABI is the frame-record ABI of the kernel walked: [ABIMetaRecord]
+	// (6.13+ meta records; also what the zero value, ABIUnknown,
+	// walks with) or [ABIFinalRecord] (up to
 	// 6.12: the walk ends at the task's pt_regs stackframe before reading
 	// it, and {0, 0} records are not meta records). Any other value makes
 	// the walk fail before its first frame.

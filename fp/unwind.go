@@ -114,8 +114,11 @@ func (u *Unwinder) init(c *Config) {
 	u.cfg, u.layout, u.inited = *c, c.Layout, true
 	u.graphIdx, u.krNext = -1, -2
 	u.fp, u.pc = c.FP, c.PC
-	if c.ABI != ABIMetaRecord || c.PtRegs != (PtRegsLayout{}) {
-		if err := c.checkABI(); err != nil {
+	if u.cfg.ABI == ABIUnknown {
+		u.cfg.ABI = ABIMetaRecord // the default, as a zero Start is OriginCaller
+	}
+	if u.cfg.ABI != ABIMetaRecord || c.PtRegs != (PtRegsLayout{}) {
+		if err := u.cfg.checkABI(); err != nil {
 			u.setErr(err)
 			return
 		}

@@ -79,12 +79,7 @@ func (c *CPU) loadPub() pubState {
 // function, from the published state p, without allocating.
 func (c *CPU) sourceInto(src *unwind.Source, p *pubState, method unwind.Method, opts SaveOptions) error {
 	m := c.m
-	if method == unwind.MethodAuto {
-		method = unwind.MethodFP
-		if m.cfg.SCS {
-			method = unwind.MethodSCS
-		}
-	}
+	method = method.Resolve(m.cfg.SCS)
 	if p.task == nil {
 		return fmt.Errorf("machine: cpu%d has no task", c.id)
 	}

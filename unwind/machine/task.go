@@ -28,12 +28,7 @@ func (t *Task) Source(method unwind.Method) (*unwind.Source, error) {
 	if t.cpu >= 0 {
 		return nil, fmt.Errorf("%w (task %q on cpu%d)", ErrTaskRunning, t.Name, t.cpu)
 	}
-	if method == unwind.MethodAuto {
-		method = unwind.MethodFP
-		if m.cfg.SCS {
-			method = unwind.MethodSCS
-		}
-	}
+	method = method.Resolve(m.cfg.SCS)
 	var src *unwind.Source
 	switch method {
 	case unwind.MethodSCS:

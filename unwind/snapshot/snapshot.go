@@ -124,12 +124,7 @@ func (s *Snapshot) Regions() []Region {
 // and _start in the committed captures); the FP walk lacks a return
 // address still in x30.
 func (s *Snapshot) Source(method unwind.Method) (*unwind.Source, error) {
-	if method == unwind.MethodAuto {
-		method = unwind.MethodFP
-		if s.HasSCS {
-			method = unwind.MethodSCS
-		}
-	}
+	method = method.Resolve(s.HasSCS)
 	var src *unwind.Source
 	switch method {
 	case unwind.MethodSCS:
