@@ -39,7 +39,11 @@ func TestKernelABILayout(t *testing.T) {
 	if MetaTypeOff != FrameRecordSize || MetaRecordSize != MetaTypeOff+8 {
 		t.Errorf("meta record {0, 0, type}: type at %d, size %d", MetaTypeOff, MetaRecordSize)
 	}
-	if TaskPtRegsAddr(0x10000) != 0x10000-PtRegsSize {
+	if TaskPtRegsAddr(0x10000, PtRegsLayout{}) != 0x10000-PtRegsSize {
 		t.Error("TaskPtRegsAddr")
+	}
+	// A kernel's own layout (from its BTF) decides: not 6.13's size.
+	if a := TaskPtRegsAddr(0x10000, PtRegsLayout{Size: 352, X29: 232, PC: 256, StackFrame: 312}); a != 0x10000-352 {
+		t.Errorf("TaskPtRegsAddr with a 352-byte pt_regs: %#x", a)
 	}
 }

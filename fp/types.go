@@ -90,8 +90,15 @@ const (
 )
 
 // TaskPtRegsAddr returns task_pt_regs for a task stack whose exclusive top
-// is high: the pt_regs that hold the FINAL meta record.
-func TaskPtRegsAddr(high uint64) uint64 { return high - PtRegsSize }
+// is high and whose kernel's struct pt_regs has layout l (the zero layout:
+// this package's constants, 6.13's): high - sizeof(struct pt_regs), the
+// pt_regs that hold the FINAL record ([Config.TaskPtRegs]).
+func TaskPtRegsAddr(high uint64, l PtRegsLayout) uint64 {
+	if l.Size == 0 {
+		return high - PtRegsSize
+	}
+	return high - l.Size
+}
 
 // StackKind is the kind of a stack (enum stack_type). Its String is the
 // kind's lowercase name, e.g. "irq" (the line comment of its constant).

@@ -392,7 +392,7 @@ func (k *Kernel) CPUWalk(cpu int) (*Walk, error) {
 		return nil, err
 	}
 	r := &k.V.CPUs[cpu].Regs
-	w := &Walk{Mem: k.mem, ABI: k.ABI, Regs: k.Regs, Stacks: stacks, TaskPtRegs: stacks[0].High - k.Regs.Size,
+	w := &Walk{Mem: k.mem, ABI: k.ABI, Regs: k.Regs, Stacks: stacks, TaskPtRegs: fp.TaskPtRegsAddr(stacks[0].High, k.Regs),
 		FP: r.X[29], PC: r.PC, Start: fp.OriginStopPC, Layout: k.V.Layout}
 	k.note("cpu %d: current task %#x (%s)", cpu, task, how)
 	w.Notes = append(w.Notes, fmt.Sprintf("cpu %d: current task %#x (%s)", cpu, task, how))
@@ -532,7 +532,7 @@ func (k *Kernel) TaskWalk(t Task) (*Walk, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Walk{Mem: k.mem, ABI: k.ABI, Regs: k.Regs, Stacks: []Stack{s}, TaskPtRegs: s.High - k.Regs.Size,
+	return &Walk{Mem: k.mem, ABI: k.ABI, Regs: k.Regs, Stacks: []Stack{s}, TaskPtRegs: fp.TaskPtRegsAddr(s.High, k.Regs),
 		FP: t.FP, PC: t.PC, Start: fp.OriginTask, Layout: k.V.Layout}, nil
 }
 

@@ -425,7 +425,7 @@ func (m *Machine) NewTask(name, entry string) (*Task, error) {
 		return nil, err
 	}
 	// The task's pt_regs at the top of its stack, with the FINAL record.
-	t.ptRegs = fp.TaskPtRegsAddr(t.stack.End())
+	t.ptRegs = fp.TaskPtRegsAddr(t.stack.End(), fp.PtRegsLayout{})
 	t.stack.Store(t.ptRegs+ptRegsPState, 0) // EL0t: a user task's entry regs
 	t.stack.Store(t.ptRegs+ptRegsStackFrame+fp.MetaTypeOff, metaFinal)
 	rf := m.text.byName[FnRetFromFork]
