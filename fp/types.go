@@ -144,6 +144,22 @@ type Stack struct {
 	// stack. Data may be nil only for a Stack of unwindkit's machine
 	// model, whose stacks are read from the model's own memory.
 	Data []byte
+	// Holes are the parts of [Low, High) whose bytes the caller does not
+	// hold (a page a crash dump lacks): Data holds zeros there. A step
+	// that reads a hole fails there with an error naming the bytes it
+	// needed and wrapping the Hole's Err (so errors.Is finds the dump's
+	// sentinel, e.g. vmcore.ErrNotMapped), the frames before it kept: a
+	// missing page is reported, never walked as zeros. Holes must lie
+	// inside [Low, High) and must not change during a walk.
+	Holes []Hole
+}
+
+// Hole is a part [Low, High) of a Stack whose bytes are missing, and why.
+type Hole struct {
+	Low, High uint64
+	// Err says why the bytes are missing (the read error of the dump);
+	// nil reads as "not held".
+	Err error
 }
 
 // Origin says where a frame's PC came from: the module's one origin enum,

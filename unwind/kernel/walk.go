@@ -75,19 +75,13 @@ const maxStackSize = 1 << 20
 // arm64 page, so a page missing from a (trimmed) dump costs only itself.
 const readChunk = 4096
 
-// stackBytes is the memory of a walk's stacks, read from Mem: one byte
-// slice per stack (a chunk Mem could not give reads as zeros and is
-// listed in holes), and the fp.Stack list over them.
+// stackBytes is the memory of a walk's stacks, read from Mem: the
+// fp.Stack list over one byte slice per stack (a chunk Mem could not give
+// reads as zeros and is one of the stack's fp.Holes, so that fp fails a
+// step that reads it with the read error).
 type stackBytes struct {
 	key    []Stack    // the Stacks they were read for
-	stacks []fp.Stack // Data set; empty stacks left out
-	holes  []hole
-}
-
-// hole is a chunk of a stack that Mem could not read.
-type hole struct {
-	lo, hi uint64
-	err    error
+	stacks []fp.Stack // Data and Holes set; empty stacks left out
 }
 
 // load reads w.Stacks from w.Mem, or returns what an earlier Run read
@@ -112,17 +106,18 @@ func (w *Walk) load() (*stackBytes, error) {
 		}
 		data := make([]byte, s.High-s.Low)
 		// Read chunk by chunk: a trimmed dump holds only the pages the
-		// walk touches. A chunk that cannot be read stays zero and is
-		// remembered, so that a walk that reads it fails with the read
-		// error, as reading the dump directly would.
+		// walk touches. A chunk that cannot be read stays zero and is a
+		// hole, so that a walk that reads it fails with the read error,
+		// as reading the dump directly would.
+		var holes []fp.Hole
 		for a := s.Low; a < s.High; {
 			n := min(readChunk-a%readChunk, s.High-a)
 			if err := w.Mem.ReadVirt(data[a-s.Low:a-s.Low+n], a); err != nil {
-				r.holes = append(r.holes, hole{a, a + n, err})
+				holes = append(holes, fp.Hole{Low: a, High: a + n, Err: fmt.Errorf("kernel: %w", err)})
 			}
 			a += n
 		}
-		r.stacks = append(r.stacks, fp.Stack{Kind: s.Kind, Low: s.Low, High: s.High, Data: data})
+		r.stacks = append(r.stacks, fp.Stack{Kind: s.Kind, Low: s.Low, High: s.High, Data: data, Holes: holes})
 	}
 	w.read = r
 	return r, nil
@@ -131,16 +126,6 @@ func (w *Walk) load() (*stackBytes, error) {
 // release drops the stacks' bytes an earlier Run read: the next Run
 // reads them again.
 func (w *Walk) release() { w.read = nil }
-
-// unread returns the read error of a hole among the n bytes at a, or nil.
-func (r *stackBytes) unread(a, n uint64) error {
-	for _, h := range r.holes {
-		if a < h.hi && a+n > h.lo && a+n > a {
-			return fmt.Errorf("kernel: %d bytes at %#x: %w", n, a, h.err)
-		}
-	}
-	return nil
-}
 
 // Config returns the [fp.Config] of the walk: its stacks with the bytes
 // read from Mem (read once, on the first call or Run, and kept while
@@ -183,32 +168,13 @@ func (w *Walk) Run() ([]unwind.Frame, fp.End, error) {
 	if max <= 0 {
 		max = 512
 	}
-	r := w.read
 	var out []unwind.Frame
-	prev := w.FP // the fp the step to the next frame starts from
 	for f, err := range unwind.NewFPSource(c, unwind.SourceOptions{}).Frames() {
 		if err != nil {
-			var ce *fp.CorruptError
-			if w.ABI == fp.ABIMetaRecord && errors.As(err, &ce) && ce.Addr == prev && !beforeRead[ce.Rule] {
-				// The failing step read a {0, 0} record at prev and its
-				// type word: if those were missing from the dump, the
-				// read is the error, not what the zeros in their place
-				// broke.
-				if rerr := r.unread(prev, fp.MetaRecordSize); rerr != nil {
-					err = rerr
-				}
-			}
 			return out, fp.EndError, err
 		}
 		if len(out) >= max {
 			return out, fp.EndStopped, nil
-		}
-		if len(out) > 0 {
-			// A step that read a chunk missing from the dump fails
-			// there, with the frames before it.
-			if err := r.stepUnread(c, prev, f.Origin); err != nil {
-				return out, fp.EndError, err
-			}
 		}
 		f.Symbol = "" // the kernel's own format is Kernel.Format
 		if len(out) == 0 && w.Start != fp.OriginTask {
@@ -218,37 +184,6 @@ func (w *Walk) Run() ([]unwind.Frame, fp.End, error) {
 		if len(out) == 1 && w.LR != 0 {
 			out = append(out, unwind.Frame{PC: w.Layout.Strip(w.LR), Raw: w.LR, FP: w.FP, Origin: fp.OriginLR, Stack: f.Stack, Context: f.Context})
 		}
-		prev = f.FP
-	}
-	if w.ABI == fp.ABIMetaRecord {
-		// The FINAL meta record was read.
-		if err := r.unread(prev, fp.MetaRecordSize); err != nil {
-			return out, fp.EndError, err
-		}
 	}
 	return out, fp.EndFinal, nil
-}
-
-// beforeRead are the rules fp checks before it reads the record at fp.
-var beforeRead = map[string]bool{fp.RuleMisalignedFP: true, fp.RuleFPOutsideStacks: true, fp.RuleFPNotIncreasing: true,
-	fp.RuleStackReentered: true}
-
-// stepUnread returns the read error if the step from fp prev to a frame
-// of origin o read a chunk missing from the dump: the record at prev,
-// and for an exception boundary of the meta-record ABI the type word and
-// the pt_regs' pc and regs[29].
-func (r *stackBytes) stepUnread(c *fp.Config, prev uint64, o fp.Origin) error {
-	if err := r.unread(prev, fp.FrameRecordSize); err != nil {
-		return err
-	}
-	if o != fp.OriginRegsPC || c.ABI != fp.ABIMetaRecord || prev < c.PtRegs.StackFrame {
-		return nil
-	}
-	regs := prev - c.PtRegs.StackFrame
-	for _, a := range []uint64{prev + fp.MetaTypeOff, regs + c.PtRegs.PC, regs + c.PtRegs.X29} {
-		if err := r.unread(a, 8); err != nil {
-			return err
-		}
-	}
-	return nil
 }
