@@ -171,26 +171,11 @@ func Save(src *Source, store []uint64, skip int) (int, error) {
 }
 
 // Origin says where a Frame's PC came from: the module's one origin enum,
-// [fp.Origin] (its zero value, OriginUnknown, is no origin). Its String
-// is the origin's lowercase name, e.g. "regs-pc".
+// [fp.Origin], whose constants name the values (fp.OriginSCS,
+// fp.OriginFrame, ...; the zero value, fp.OriginUnknown, is no origin).
+// Its String is the origin's lowercase name, e.g. "regs-pc".
 type Origin = fp.Origin
 
-// The origins of the frames a Source reports (the same values as fp's).
-const (
-	// OriginSCS: a shadow call stack slot.
-	OriginSCS = fp.OriginSCS
-	// OriginInterruptedPC: the interrupted pc kept per-CPU at a context
-	// boundary (KeepInterruptedPC).
-	OriginInterruptedPC = fp.OriginInterruptedPC
-	// OriginFrame: the lr of a frame record.
-	OriginFrame = fp.OriginFrame
-	// OriginCaller: the start of an FP walk of the current task.
-	OriginCaller = fp.OriginCaller
-	// OriginTask: the saved pc of a blocked task.
-	OriginTask = fp.OriginTask
-	// OriginRegsPC: the pc of a pt_regs at an exception boundary.
-	OriginRegsPC = fp.OriginRegsPC
-)
 
 // Frame is one unwound frame with its provenance.
 type Frame struct {
