@@ -176,7 +176,6 @@ func Save(src *Source, store []uint64, skip int) (int, error) {
 // Its String is the origin's lowercase name, e.g. "regs-pc".
 type Origin = fp.Origin
 
-
 // Frame is one unwound frame with its provenance.
 type Frame struct {
 	PC  uint64 // the return address, PAC stripped and recovered
