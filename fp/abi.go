@@ -8,12 +8,15 @@ import "fmt"
 type ABI uint8
 
 const (
-	// ABIMetaRecord, the zero value, is the ABI since Linux 6.13
+	// ABIUnknown, the zero value, is no ABI; a Config with it walks with
+	// [ABIMetaRecord], as a zero Start starts as OriginCaller.
+	ABIUnknown ABI = iota // unknown
+	// ABIMetaRecord is the ABI since Linux 6.13
 	// (kunwind_next_frame_record_meta): a {0, 0} record heads a meta
 	// record whose type is FINAL (the end, valid only at the task's
 	// pt_regs) or PT_REGS (an exception boundary: report regs->pc,
 	// continue from regs->regs[29]).
-	ABIMetaRecord ABI = iota
+	ABIMetaRecord // meta-record
 	// ABIFinalRecord is the ABI up to Linux 6.12 (unwind_next in
 	// arch/arm64/kernel/stacktrace.c of 6.1, kunwind_next of 6.12): the
 	// walk ends successfully (EndFinal) when fp equals
@@ -26,18 +29,15 @@ const (
 	// {x29, elr} that EL1 entry writes into pt_regs->stackframe like any
 	// other record; the walk reports its lr with [OriginRegsPC] when the
 	// pt_regs around it (on the same stack) hold that x29 and pc.
-	ABIFinalRecord
+	ABIFinalRecord // final-record
 )
 
-// String names the ABI, e.g. "meta-record".
-func (a ABI) String() string {
-	switch a {
-	case ABIMetaRecord:
-		return "meta-record"
-	case ABIFinalRecord:
-		return "final-record"
+// ABIFor returns the ABI of Linux major.minor.
+func ABIFor(major, minor int) ABI {
+	if major > 6 || major == 6 && minor >= 13 {
+		return ABIMetaRecord
 	}
-	return fmt.Sprintf("ABI(%d)", uint8(a))
+	return ABIFinalRecord
 }
 
 // PtRegsLayout is the layout of struct pt_regs the walk reads, in bytes
@@ -66,7 +66,7 @@ var defaultPtRegs = PtRegsLayout{Size: PtRegsSize, X29: PtRegsX29Off, PC: PtRegs
 // checkABI checks c's ABI and pt_regs layout, returning an error that
 // says which field is unusable.
 func (c *Config) checkABI() error {
-	if c.ABI != ABIMetaRecord && c.ABI != ABIFinalRecord {
+	if c.ABI != ABIUnknown && c.ABI != ABIMetaRecord && c.ABI != ABIFinalRecord {
 		return fmt.Errorf("fp: Config.ABI %v is not an ABI of this package", c.ABI)
 	}
 	_, err := c.ptRegsLayout()

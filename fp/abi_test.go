@@ -223,7 +223,7 @@ func TestPtRegsLayout(t *testing.T) {
 		abi ABI
 		l   PtRegsLayout
 	}{
-		{2, PtRegsLayout{}},
+		{ABIFinalRecord + 1, PtRegsLayout{}},                                         // the first value past the enum
 		{ABIMetaRecord, PtRegsLayout{Size: 336, X29: 232, PC: 256, StackFrame: 320}}, // meta record past the end
 		{ABIFinalRecord, PtRegsLayout{Size: 336, X29: 336, PC: 256, StackFrame: 304}},
 		{ABIFinalRecord, PtRegsLayout{Size: 336, X29: 232, PC: 252, StackFrame: 304}},

@@ -12,10 +12,9 @@ import (
 // The memory is the caller's: each [Stack] carries its bytes in
 // [Stack.Data], and the return stacks theirs in [Config.GraphStackData]
 // and [Config.KretprobeStackData]. The walk reads that memory only
-// inside the slices, never outside them. (The machine model of package
-// unwind builds Configs over its own memory, which a running CPU may be
-// writing; those are read with atomic loads through a path internal to
-// this module.)
+// inside the slices, never outside them, with atomic word loads where the
+// bytes are aligned words: the machine model of package unwind/machine
+// hands fp views of its own memory, which a running CPU may be writing.
 type Config struct {
 	// Stacks are the accessible stacks (kunwind_stack_walk's stacks[]):
 	// the task stack, and for the current task in a non-preemptible
@@ -82,8 +81,9 @@ type Config struct {
 	// never sets it: a kernel chain ends at FINAL, and fp == 0 is
 	// corruption.
 	ZeroFPEnds bool
-	// ABI is the frame-record ABI of the kernel walked: the zero value
-	// [ABIMetaRecord] (6.13+ meta records) or [ABIFinalRecord] (up to
+	// ABI is the frame-record ABI of the kernel walked: [ABIMetaRecord]
+	// (6.13+ meta records; also what the zero value, ABIUnknown,
+	// walks with) or [ABIFinalRecord] (up to
 	// 6.12: the walk ends at the task's pt_regs stackframe before reading
 	// it, and {0, 0} records are not meta records). Any other value makes
 	// the walk fail before its first frame.
@@ -94,8 +94,8 @@ type Config struct {
 	// not fit inside its Size makes the walk fail before its first frame.
 	PtRegs PtRegsLayout
 
-	// mem, set only by the machine model (see attach in mem.go), is the
-	// model's memory: stacks and return stacks without Data are read
-	// from it with atomic loads.
+	// mem, set only by this package's tests (which build their stacks in
+	// internal/mem regions and run each walk over them and over Data),
+	// is read for stacks and return stacks without Data.
 	mem *mem.Memory
 }

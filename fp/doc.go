@@ -44,12 +44,11 @@
 // is no interface to implement and no call per word. The walk views each
 // stack's bytes as words (in place when they are 8-byte aligned, as any
 // make([]byte) is; else from a copy made when it enters the stack), so
-// the hot loop is the same as for the model's memory, and the bytes must
-// not change during a walk. unwindkit's own machine model, whose CPUs
-// write their stacks while other goroutines unwind them, attaches its
-// memory through a path internal to the module and is read with atomic
-// loads; both kinds of memory give the same walk (the tests run every
-// model walk both ways).
+// the hot loop is the same for every kind of memory, and the bytes must
+// not change during a walk, unless they are changed word by word with
+// sync/atomic: the walk reads aligned words with atomic loads, so
+// unwindkit's own machine model, whose CPUs write their stacks while
+// other goroutines unwind them, hands fp views of its memory as Data.
 //
 // # Termination
 //

@@ -15,7 +15,7 @@ func buildTask() (fp.Stack, uint64) {
 	const low = 0xffff800090000000
 	task := fp.Stack{Kind: fp.Task, Low: low, High: low + fp.TaskStackSize, Name: "task", Data: make([]byte, fp.TaskStackSize)}
 	store := func(addr, v uint64) { binary.LittleEndian.PutUint64(task.Data[addr-low:], v) }
-	regs := fp.TaskPtRegsAddr(task.High)
+	regs := fp.TaskPtRegsAddr(task.High, fp.PtRegsLayout{})
 	store(regs+fp.PtRegsStackFrameOff+fp.MetaTypeOff, fp.MetaFinal)
 	x29 := regs + fp.PtRegsStackFrameOff
 	sp := regs
@@ -39,7 +39,7 @@ func Example() {
 		Stacks:     []fp.Stack{{Kind: fp.Task, Low: task.Low, High: task.High, Data: segment}},
 		FP:         x29,
 		PC:         0xffff800080004000,
-		TaskPtRegs: fp.TaskPtRegsAddr(task.High),
+		TaskPtRegs: fp.TaskPtRegsAddr(task.High, fp.PtRegsLayout{}),
 	}
 	store := make([]uint64, 16)
 	n, end, err := fp.SaveEnd(cfg, store, 0)
@@ -61,7 +61,7 @@ func ExampleWalk() {
 		Stacks:     []fp.Stack{task},
 		FP:         x29,
 		PC:         0xffff800080004000,
-		TaskPtRegs: fp.TaskPtRegsAddr(task.High),
+		TaskPtRegs: fp.TaskPtRegsAddr(task.High, fp.PtRegsLayout{}),
 	}
 	end, err := fp.Walk(cfg, func(f fp.Frame) bool {
 		fmt.Printf("%#x %v %v\n", f.PC, f.Origin, f.Stack)
@@ -78,7 +78,7 @@ func ExampleWalk() {
 
 func ExampleSave() {
 	task, x29 := buildTask()
-	cfg := &fp.Config{Stacks: []fp.Stack{task}, FP: x29, PC: 0xffff800080004000, TaskPtRegs: fp.TaskPtRegsAddr(task.High)}
+	cfg := &fp.Config{Stacks: []fp.Stack{task}, FP: x29, PC: 0xffff800080004000, TaskPtRegs: fp.TaskPtRegsAddr(task.High, fp.PtRegsLayout{})}
 	store := make([]uint64, 8)
 	n, err := fp.Save(cfg, store, 1) // skip the innermost frame
 	fmt.Printf("%d %x %v\n", n, store[:n], err)
@@ -89,7 +89,7 @@ func ExampleSave() {
 func ExampleFrames() {
 	task, x29 := buildTask()
 	binary.LittleEndian.PutUint64(task.Data[x29-task.Low:], 0x1000) // corrupt the innermost record's fp
-	cfg := &fp.Config{Stacks: []fp.Stack{task}, FP: x29, PC: 0xffff800080004000, TaskPtRegs: fp.TaskPtRegsAddr(task.High)}
+	cfg := &fp.Config{Stacks: []fp.Stack{task}, FP: x29, PC: 0xffff800080004000, TaskPtRegs: fp.TaskPtRegsAddr(task.High, fp.PtRegsLayout{})}
 	for f, err := range fp.Frames(cfg) {
 		if err != nil {
 			var ce *fp.CorruptError
@@ -106,7 +106,7 @@ func ExampleFrames() {
 
 func ExampleUnwinder() {
 	task, x29 := buildTask()
-	cfg := &fp.Config{Stacks: []fp.Stack{task}, FP: x29, PC: 0xffff800080004000, TaskPtRegs: fp.TaskPtRegsAddr(task.High), Reliable: true}
+	cfg := &fp.Config{Stacks: []fp.Stack{task}, FP: x29, PC: 0xffff800080004000, TaskPtRegs: fp.TaskPtRegsAddr(task.High, fp.PtRegsLayout{}), Reliable: true}
 	var u fp.Unwinder
 	u.Init(cfg)
 	n := 0

@@ -1,6 +1,9 @@
 package fp
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // struct pt_regs field by field (arch/arm64/include/asm/ptrace.h): each
 // offset is the previous field's end, and the last field ends at
@@ -39,7 +42,30 @@ func TestKernelABILayout(t *testing.T) {
 	if MetaTypeOff != FrameRecordSize || MetaRecordSize != MetaTypeOff+8 {
 		t.Errorf("meta record {0, 0, type}: type at %d, size %d", MetaTypeOff, MetaRecordSize)
 	}
-	if TaskPtRegsAddr(0x10000) != 0x10000-PtRegsSize {
+	if TaskPtRegsAddr(0x10000, PtRegsLayout{}) != 0x10000-PtRegsSize {
 		t.Error("TaskPtRegsAddr")
+	}
+	// A kernel's own layout (from its BTF) decides: not 6.13's size.
+	if a := TaskPtRegsAddr(0x10000, PtRegsLayout{Size: 352, X29: 232, PC: 256, StackFrame: 312}); a != 0x10000-352 {
+		t.Errorf("TaskPtRegsAddr with a 352-byte pt_regs: %#x", a)
+	}
+}
+
+// The one origin enum: no name means two things, and only the zero
+// value is unknown.
+func TestOriginNames(t *testing.T) {
+	seen := map[string]Origin{}
+	for o := OriginUnknown; o <= OriginLR; o++ {
+		s := o.String()
+		if strings.HasPrefix(s, "Origin(") || (s == "unknown") != (o == OriginUnknown) {
+			t.Errorf("origin %d: %q", o, s)
+		}
+		if p, ok := seen[s]; ok {
+			t.Errorf("origins %d and %d are both %q", p, o, s)
+		}
+		seen[s] = o
+	}
+	if End(0).String() != "none" || ABI(0) != ABIUnknown || ABIUnknown.String() != "unknown" {
+		t.Errorf("zero values: End %v, ABI %v", End(0), ABI(0))
 	}
 }

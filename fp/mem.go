@@ -2,29 +2,17 @@ package fp
 
 import (
 	"encoding/binary"
+	"sync/atomic"
 	"unsafe"
-
-	"github.com/unwindkit/unwindkit/internal/mem"
 )
 
-// Two kinds of memory back a walk. A caller's memory is plain read-only
-// bytes attached to each descriptor (Stack.Data, Config.GraphStackData,
-// Config.KretprobeStackData): nothing to implement and no interface call
-// per word; the walk views each stack's bytes as words (wordsOf), so the
-// hot loop is the same for both kinds of memory.
-// The machine model's memory is written by modelled CPUs while other
-// goroutines unwind them, so it is read word by word with sync/atomic; the
-// model attaches it to a Config through mem.AttachFP, which only code
-// inside this module can reach, so no exported identifier of this package
-// mentions an internal type.
-func init() {
-	mem.AttachFP = attach
-}
-
-// attach sets the model memory of the *Config cfg (see mem.AttachFP).
-func attach(cfg any, m *mem.Memory) {
-	cfg.(*Config).mem = m
-}
+// A walk's memory is plain read-only bytes attached to each descriptor
+// (Stack.Data, Config.GraphStackData, Config.KretprobeStackData): nothing
+// to implement and no interface call per word. The walk views each
+// stack's bytes as words (wordsOf) and reads them with atomic loads, so
+// memory that another goroutine writes word by word with sync/atomic
+// (unwindkit's machine model hands fp views of its own words) is read as
+// READ_ONCE reads it.
 
 // littleEndian reports whether the host stores words little-endian, as
 // arm64 does (amd64 and arm64 hosts do).
@@ -34,8 +22,8 @@ var littleEndian = func() bool {
 }()
 
 // wordsOf returns the caller's bytes data (a multiple of 8 bytes,
-// little-endian words) as words, so the walk has one hot loop for both
-// kinds of memory. On a little-endian host, when data is 8-byte aligned
+// little-endian words) as words, so the walk has one hot loop for every
+// kind of memory. On a little-endian host, when data is 8-byte aligned
 // (any make([]byte) is, and so is every slice of it at a multiple of 8),
 // the words are a view of data itself: no copy, and the walk's atomic
 // loads are plain loads of the caller's memory on amd64. Otherwise (an
@@ -55,4 +43,15 @@ func wordsOf(data []byte) []uint64 {
 		w[i] = binary.LittleEndian.Uint64(data[8*i:])
 	}
 	return w
+}
+
+// loadLE returns the little-endian word at data[off:off+8], with an
+// atomic load when it is an aligned word on a little-endian host (as
+// wordsOf's views are read).
+func loadLE(data []byte, off uint64) uint64 {
+	p := unsafe.Pointer(&data[off])
+	if littleEndian && uintptr(p)%8 == 0 {
+		return atomic.LoadUint64((*uint64)(p))
+	}
+	return binary.LittleEndian.Uint64(data[off:])
 }

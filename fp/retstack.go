@@ -1,14 +1,12 @@
 package fp
 
 import (
-	"encoding/binary"
-
 	"github.com/unwindkit/unwindkit/internal/errs"
 )
 
 // retLoad reads the word at addr of the return stack at a whose caller
 // memory is data (Config.GraphStackData or KretprobeStackData), or, for a
-// Config of the machine model without that data, the model's memory.
+// Config of this package's tests without that data, their memory.
 func (u *Unwinder) retLoad(a uint64, data []byte, addr uint64) (uint64, bool) {
 	if data == nil && u.cfg.mem != nil {
 		return u.cfg.mem.Load(addr)
@@ -17,7 +15,7 @@ func (u *Unwinder) retLoad(a uint64, data []byte, addr uint64) (uint64, bool) {
 	if addr%8 != 0 || addr < a || off > uint64(len(data)) || uint64(len(data))-off < 8 {
 		return 0, false
 	}
-	return binary.LittleEndian.Uint64(data[off:]), true
+	return loadLE(data, off), true
 }
 
 // retStack reads the header of the return stack at a: the entry count n,

@@ -1,7 +1,5 @@
 package fp
 
-import "fmt"
-
 // Layout of the objects the unwinder reads, in bytes (arm64 Linux). These
 // are the kernel ABI (arch/arm64/include/asm/ptrace.h,
 // asm/stacktrace/frame.h, asm/memory.h), defined here once for the module:
@@ -92,8 +90,15 @@ const (
 )
 
 // TaskPtRegsAddr returns task_pt_regs for a task stack whose exclusive top
-// is high: the pt_regs that hold the FINAL meta record.
-func TaskPtRegsAddr(high uint64) uint64 { return high - PtRegsSize }
+// is high and whose kernel's struct pt_regs has layout l (the zero layout:
+// this package's constants, 6.13's): high - sizeof(struct pt_regs), the
+// pt_regs that hold the FINAL record ([Config.TaskPtRegs]).
+func TaskPtRegsAddr(high uint64, l PtRegsLayout) uint64 {
+	if l.Size == 0 {
+		return high - PtRegsSize
+	}
+	return high - l.Size
+}
 
 // StackKind is the kind of a stack (enum stack_type). Its String is the
 // kind's lowercase name, e.g. "irq" (the line comment of its constant).
@@ -139,38 +144,68 @@ type Stack struct {
 	// stack. Data may be nil only for a Stack of unwindkit's machine
 	// model, whose stacks are read from the model's own memory.
 	Data []byte
+	// Holes are the parts of [Low, High) whose bytes the caller does not
+	// hold (a page a crash dump lacks): Data holds zeros there. A step
+	// that reads a hole fails there with an error naming the bytes it
+	// needed and wrapping the Hole's Err (so errors.Is finds the dump's
+	// sentinel, e.g. vmcore.ErrNotMapped), the frames before it kept: a
+	// missing page is reported, never walked as zeros. Holes must lie
+	// inside [Low, High) and must not change during a walk.
+	Holes []Hole
 }
 
-// Origin says where a frame's PC came from (enum kunwind_source).
+// Hole is a part [Low, High) of a Stack whose bytes are missing, and why.
+type Hole struct {
+	Low, High uint64
+	// Err says why the bytes are missing (the read error of the dump);
+	// nil reads as "not held".
+	Err error
+}
+
+// Origin says where a frame's PC came from: the module's one origin enum,
+// used by every unwinder and reader of unwindkit (packages scs, unwind,
+// unwind/core and unwind/kernel report their frames with it). Its first
+// values are the kernel's enum kunwind_source
+// (arch/arm64/kernel/stacktrace.c); then the two a shadow call stack
+// copy needs, and the two of a CPU stopped in a dump. Its String is the
+// origin's lowercase name, e.g. "regs-pc" (the line comment of its
+// constant).
 type Origin uint8
 
-// Frame origins.
+//go:generate go tool stringer -type=Origin,End,ABI -linecomment -output=types_string.go
+
+// Frame origins. The zero value, OriginUnknown, is not an origin.
 const (
-	// OriginUnknown is not a valid origin; a Config with it starts as
-	// OriginCaller.
-	OriginUnknown Origin = iota
-	// OriginFrame: the lr of a frame record.
-	OriginFrame
+	// OriginUnknown is not a valid origin (KUNWIND_SOURCE_UNKNOWN); a
+	// Config with it starts as OriginCaller.
+	OriginUnknown Origin = iota // unknown
+	// OriginFrame: the lr of a frame record (KUNWIND_SOURCE_FRAME).
+	OriginFrame // frame
 	// OriginCaller: the start PC of an unwind of the current task (its
-	// caller's return address, __builtin_return_address(0)).
-	OriginCaller
-	// OriginTask: the saved PC of a blocked task (thread_saved_pc).
-	OriginTask
+	// caller's return address, __builtin_return_address(0);
+	// KUNWIND_SOURCE_CALLER).
+	OriginCaller // caller
+	// OriginTask: the saved PC of a blocked task (thread_saved_pc;
+	// KUNWIND_SOURCE_TASK).
+	OriginTask // task
 	// OriginRegsPC: the pc of a pt_regs at an exception boundary (under
 	// [ABIFinalRecord], the lr of the synthetic record {x29, elr} that EL1
-	// entry writes into those pt_regs).
-	OriginRegsPC
+	// entry writes into those pt_regs; KUNWIND_SOURCE_REGS_PC).
+	OriginRegsPC // regs-pc
+	// OriginSCS: a shadow call stack slot (package scs).
+	OriginSCS // scs
+	// OriginInterruptedPC: the interrupted pc a shadow call stack copy
+	// reports at a context boundary, kept per-CPU (scs's
+	// KeepInterruptedPC).
+	OriginInterruptedPC // interrupted-pc
+	// OriginStopPC: the pc of a CPU at a stop, from the registers a
+	// crash dump holds (package unwind/kernel).
+	OriginStopPC // stop-pc
+	// OriginLR: x30 of a CPU stopped before the function at its pc linked
+	// its frame record: the caller's return address is only in x30
+	// (package unwind/kernel).
+	OriginLR // lr-at-entry
 )
-
-var originNames = [...]string{"unknown", "frame", "caller", "task", "regs-pc"}
-
-// String returns the origin's lowercase name, e.g. "regs-pc".
-func (s Origin) String() string {
-	if int(s) < len(originNames) {
-		return originNames[s]
-	}
-	return fmt.Sprintf("Origin(%d)", uint8(s))
-}
 
 // Flags records how a frame's PC was recovered (union unwind_flags).
 type Flags uint8
@@ -194,34 +229,25 @@ type Frame struct {
 	Flags  Flags     // trampoline recoveries applied to PC
 }
 
-// End says how a walk ended.
+// End says how a walk ended. Its String is the end's lowercase name, e.g.
+// "final".
 type End uint8
 
 const (
-	// EndNone: the walk has not ended yet.
-	EndNone End = iota
+	// EndNone: the walk has not ended yet (the zero value: unknown).
+	EndNone End = iota // none
 	// EndFinal: the walk reached the FINAL meta record in the task's
 	// pt_regs: the trace is complete.
-	EndFinal
+	EndFinal // final
 	// EndZeroFP: with Config.ZeroFPEnds, a frame pointer of 0 ended a
 	// user-space chain: the trace is complete.
-	EndZeroFP
+	EndZeroFP // zero-fp
 	// EndStopped: the consumer stopped the walk (callback returned false,
 	// iteration broke off, or the store was full and more frames follow).
-	EndStopped
+	EndStopped // stopped
 	// EndError: the walk failed; the error says why and where.
-	EndError
+	EndError // error
 )
-
-var endNames = [...]string{"none", "final", "zero-fp", "stopped", "error"}
-
-// String returns the end's lowercase name, e.g. "final".
-func (e End) String() string {
-	if int(e) < len(endNames) {
-		return endNames[e]
-	}
-	return fmt.Sprintf("End(%d)", uint8(e))
-}
 
 // Complete reports whether the walk reached the outermost frame
 // (EndFinal or EndZeroFP).

@@ -1,6 +1,7 @@
 package fp
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -62,6 +63,7 @@ const (
 type Unwinder struct {
 	cfg    Config // a copy: keeping the caller's pointer would make every Config escape to the heap
 	inited bool
+	holes  bool // some stack has Holes: save's fast path is off on those
 	layout ptrauth.Layout
 
 	// common unwind state
@@ -114,8 +116,11 @@ func (u *Unwinder) init(c *Config) {
 	u.cfg, u.layout, u.inited = *c, c.Layout, true
 	u.graphIdx, u.krNext = -1, -2
 	u.fp, u.pc = c.FP, c.PC
-	if c.ABI != ABIMetaRecord || c.PtRegs != (PtRegsLayout{}) {
-		if err := c.checkABI(); err != nil {
+	if u.cfg.ABI == ABIUnknown {
+		u.cfg.ABI = ABIMetaRecord // the default, as a zero Start is OriginCaller
+	}
+	if u.cfg.ABI != ABIMetaRecord || c.PtRegs != (PtRegsLayout{}) {
+		if err := u.cfg.checkABI(); err != nil {
 			u.setErr(err)
 			return
 		}
@@ -147,6 +152,13 @@ func (u *Unwinder) init(c *Config) {
 		if s.Data != nil && uint64(len(s.Data)) != s.High-s.Low {
 			u.setErr(fmt.Errorf("fp: stack %d %q [%#x, %#x): Data holds %#x bytes, want %#x", i, s.Name, s.Low, s.High, len(s.Data), s.High-s.Low))
 			return
+		}
+		for _, h := range s.Holes {
+			if h.Low >= h.High || h.Low < s.Low || h.High > s.High {
+				u.setErr(fmt.Errorf("fp: stack %d %q [%#x, %#x): hole [%#x, %#x) is empty or outside it", i, s.Name, s.Low, s.High, h.Low, h.High))
+				return
+			}
+			u.holes = true
 		}
 		stacks := u.list()
 		for j := range stacks {
@@ -279,6 +291,27 @@ func (u *Unwinder) outside(rule, what string, sp, size uint64) error {
 	return errs.Corruptf(rule, sp, "%s at %#x is in no accessible stack", what, sp)
 }
 
+// missing fails the step when the n bytes at a, which it is about to read
+// from s, overlap one of s's Holes: the error names the bytes and wraps
+// the hole's Err.
+//
+//go:noinline
+func (u *Unwinder) missing(s *stackInfo, a, n uint64) status {
+	for _, h := range u.cfg.Stacks[s.idx].Holes {
+		if a < h.High && a+n > h.Low {
+			err := h.Err
+			if err == nil {
+				err = errNotHeld
+			}
+			return u.fail(fmt.Errorf("fp: %d bytes at %#x on stack %q: %w", n, a, u.stackName(s), err))
+		}
+	}
+	return stepOK
+}
+
+// errNotHeld is the error of a Hole without one.
+var errNotHeld = errors.New("not held by the caller")
+
 // nextFrameRecord steps from the frame record at fp to its caller
 // (kunwind_next_frame_record).
 func (u *Unwinder) nextFrameRecord() status {
@@ -295,6 +328,11 @@ func (u *Unwinder) nextFrameRecord() status {
 			return stepZeroFP
 		}
 		return u.fail(u.outside(RuleFPOutsideStacks, "frame record", fp, FrameRecordSize))
+	}
+	if u.holes {
+		if st := u.missing(s, fp, FrameRecordSize); st != stepOK {
+			return st
+		}
 	}
 	newFP := s.load(fp)
 	newPC := s.load(fp + 8)
@@ -318,6 +356,11 @@ func (u *Unwinder) nextFrameRecordMeta() status {
 	s := u.findStack(fp, MetaRecordSize)
 	if s == nil {
 		return u.fail(u.outside(RuleMetaRecordOutsideStacks, "meta record", fp, MetaRecordSize))
+	}
+	if u.holes {
+		if st := u.missing(s, fp+MetaTypeOff, 8); st != stepOK {
+			return st
+		}
 	}
 	switch typ := s.load(fp + MetaTypeOff); typ {
 	case MetaFinal:
@@ -351,6 +394,14 @@ func (u *Unwinder) nextRegsPC() status {
 	s := u.findStack(regs, l.Size)
 	if s == nil {
 		return u.fail(u.outside(RulePtRegsOutsideStacks, "pt_regs", regs, l.Size))
+	}
+	if u.holes {
+		if st := u.missing(s, regs+l.PC, 8); st != stepOK {
+			return st
+		}
+		if st := u.missing(s, regs+l.X29, 8); st != stepOK {
+			return st
+		}
 	}
 	pc := s.load(regs + l.PC)
 	x29 := s.load(regs + l.X29)

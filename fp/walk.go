@@ -142,6 +142,9 @@ func (u *Unwinder) save(c *Config, store []uint64, skip int) (n int, end End, er
 	// high-16 is the highest fp the fast path may take on the current
 	// stack (see fastHigh).
 	low, high, base, words := cur.low, cur.high, cur.base, cur.words
+	if u.holes {
+		high = u.fastHigh()
+	}
 	for {
 		// Emit the current frame, after exactly skip frames.
 		if skip > 0 {
@@ -183,7 +186,7 @@ func (u *Unwinder) save(c *Config, store []uint64, skip int) (n int, end End, er
 		}
 		fp, pc = u.fp, u.pc
 		low, high, base, words = cur.low, cur.high, cur.base, cur.words
-		if u.cfg.ABI != ABIMetaRecord {
+		if u.cfg.ABI != ABIMetaRecord || u.holes {
 			high = u.fastHigh()
 		}
 	}
@@ -201,7 +204,8 @@ func (u *Unwinder) save(c *Config, store []uint64, skip int) (n int, end End, er
 // stack's top): its fp must be at most fastHigh()-16. That is the stack's
 // top, lowered to the task's pt_regs stackframe (where the walk ends
 // before reading), and 16 (no fp qualifies, as fp >= low >= 8 and fp is
-// aligned) for a reliable walk, where every record must be checked for
+// aligned) on a stack with Holes, where every read is checked, and for a
+// reliable walk, where every record must be checked for
 // the synthetic pt_regs record that marks an exception boundary. The fast
 // path's loop is thus the same for every ABI; save calls this only after
 // a general step, and not for the default ABI (measured: anything more
@@ -214,7 +218,7 @@ func (u *Unwinder) fastHigh() uint64 {
 	if c.low == 0 {
 		return c.high
 	}
-	if u.cfg.Reliable {
+	if u.cfg.Reliable || len(u.cfg.Stacks[c.idx].Holes) != 0 {
 		return FrameRecordSize
 	}
 	if t := u.cfg.TaskPtRegs; t != 0 {

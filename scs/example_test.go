@@ -54,7 +54,7 @@ func ExampleFrames() {
 	}
 	// Output:
 	// 0xffff800080003000 sdei-critical scs
-	// 0xffff800080002000 task          interrupted pc
+	// 0xffff800080002000 task          interrupted-pc
 	// 0xffff800080001000 task          scs
 }
 

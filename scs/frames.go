@@ -4,21 +4,20 @@ import (
 	"fmt"
 	"iter"
 
+	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/errs"
 )
 
-// Origin says where a Frame came from. Its String is "scs" or
-// "interrupted pc".
-type Origin uint8
-
-//go:generate go tool stringer -type=Origin -linecomment -output=origin_string.go
+// Origin says where a Frame came from: the module's one origin enum,
+// [fp.Origin]. A copy's frames have one of two origins.
+type Origin = fp.Origin
 
 const (
 	// OriginSCS is a return address read from a shadow stack slot.
-	OriginSCS Origin = iota // scs
+	OriginSCS = fp.OriginSCS
 	// OriginInterruptedPC is the interrupted PC kept per-CPU at a context
 	// boundary (KeepInterruptedPC).
-	OriginInterruptedPC // interrupted pc
+	OriginInterruptedPC = fp.OriginInterruptedPC
 )
 
 // Frame is one entry of a trace with its provenance.

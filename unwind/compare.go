@@ -2,6 +2,7 @@ package unwind
 
 import (
 	"fmt"
+	"github.com/unwindkit/unwindkit/fp"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -56,9 +57,9 @@ func CompareTraces(sym *Symbolizer, scsF, fpF []Frame) *Comparison {
 		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
 			r := Row{FP: fpF[j], InFP: true}
 			switch {
-			case fpF[j].Origin == OriginRegsPC:
+			case fpF[j].Origin == fp.OriginRegsPC:
 				r.Note = "only FP: exception boundary (pt_regs pc): the interrupted function's pc was never pushed on the SCS"
-			case j == 0 && fpF[j].Origin == OriginCaller:
+			case j == 0 && fpF[j].Origin == fp.OriginCaller:
 				r.Note = "only FP: the walk's start pc, the running function's own pc, which no prologue pushed"
 			case j == 0:
 				r.Note = "only FP: the innermost return address was still in x30 (a leaf, or captured before the push)"

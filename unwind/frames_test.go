@@ -2,6 +2,7 @@ package unwind_test
 
 import (
 	"fmt"
+	"github.com/unwindkit/unwindkit/fp"
 	"math"
 	"runtime"
 	"slices"
@@ -59,7 +60,7 @@ func TestSCSFramesEqualSave(t *testing.T) {
 				if err != nil {
 					t.Fatalf("depth %d skip %d: %v", depth, skip, err)
 				}
-				if f.Origin != unwind.OriginSCS {
+				if f.Origin != fp.OriginSCS {
 					t.Fatalf("depth %d skip %d: frame %+v", depth, skip, f)
 				}
 				got = append(got, f.PC)

@@ -23,7 +23,7 @@ var layers = []struct {
 	{"fault", nil}, // the shared errors: the standard library only
 	{"ptrauth", []string{"fault", "internal/..."}},
 	{"percpu", []string{"fault", "internal/..."}},
-	{"scs", []string{"fault", "internal/...", "ptrauth", "percpu"}},
+	{"scs", []string{"fault", "internal/...", "ptrauth", "percpu", "fp"}}, // fp: the one vocabulary (Origin)
 	{"fp", []string{"fault", "internal/...", "ptrauth"}},
 	{"depot", []string{"fault", "internal/..."}},
 	{"unwind", []string{"fault", "internal/...", "ptrauth", "scs", "fp", "depot"}},

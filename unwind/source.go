@@ -31,7 +31,7 @@ var (
 // "fp".
 type Method uint8
 
-//go:generate go tool stringer -type=Method,Origin -linecomment -output=source_string.go
+//go:generate go tool stringer -type=Method -linecomment -output=source_string.go
 
 const (
 	// MethodAuto is the shadow call stack copy when the shadow call stack
@@ -42,6 +42,20 @@ const (
 	// MethodFP walks frame records.
 	MethodFP // fp
 )
+
+// Resolve returns the technique m stands for where the shadow call stack
+// is on (scsOn) or off: MethodAuto is MethodSCS when it is on, else
+// MethodFP; any other method is itself. It is the one place MethodAuto is
+// decided (the machine model, snapshots and cores call it).
+func (m Method) Resolve(scsOn bool) Method {
+	if m != MethodAuto {
+		return m
+	}
+	if scsOn {
+		return MethodSCS
+	}
+	return MethodFP
+}
 
 // ParseMethod returns the Method whose String is name: "auto", "scs" or
 // "fp".
@@ -156,30 +170,20 @@ func Save(src *Source, store []uint64, skip int) (int, error) {
 	return fp.Save(&src.fp, store, skip+src.skip)
 }
 
-// Origin says where a Frame's PC came from. Its String is the origin's
-// lowercase name, e.g. "regs-pc".
-type Origin uint8
-
-const (
-	// OriginSCS: a shadow call stack slot.
-	OriginSCS Origin = iota // scs
-	// OriginInterruptedPC: the interrupted pc kept per-CPU at a context
-	// boundary (KeepInterruptedPC).
-	OriginInterruptedPC // interrupted-pc
-	// OriginFrame: the lr of a frame record.
-	OriginFrame // frame
-	// OriginCaller: the start of an FP walk of the current task.
-	OriginCaller // caller
-	// OriginTask: the saved pc of a blocked task.
-	OriginTask // task
-	// OriginRegsPC: the pc of a pt_regs at an exception boundary.
-	OriginRegsPC // regs-pc
-)
+// Origin says where a Frame's PC came from: the module's one origin enum,
+// [fp.Origin], whose constants name the values (fp.OriginSCS,
+// fp.OriginFrame, ...; the zero value, fp.OriginUnknown, is no origin).
+// Its String is the origin's lowercase name, e.g. "regs-pc".
+type Origin = fp.Origin
 
 // Frame is one unwound frame with its provenance.
 type Frame struct {
-	PC     uint64 // the return address, PAC stripped and recovered
-	Raw    uint64 // the value as stored
+	PC  uint64 // the return address, PAC stripped and recovered
+	Raw uint64 // the value as stored
+	// FP is, for a frame-pointer walk's frame, the frame pointer after
+	// the step that found it (where the next record is: fp.Frame.FP);
+	// 0 for other frames.
+	FP     uint64
 	Symbol string // function+offset, or hex
 	Origin Origin // where PC came from
 	// Stack is the FP walk's stack kind (fp.Unknown for SCS frames).
@@ -236,28 +240,13 @@ func skipThen[F any](seq iter.Seq2[F, error], skip int, yield func(Frame, error)
 
 // scsFrame is the Frame of a shadow call stack frame.
 func (src *Source) scsFrame(f scs.Frame) Frame {
-	o := OriginSCS
-	if f.Origin == scs.OriginInterruptedPC {
-		o = OriginInterruptedPC
-	}
-	return Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Origin: o, Context: f.Context}
+	return Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Origin: f.Origin, Context: f.Context}
 }
 
 // fpFrame is the Frame of a frame-pointer walk's frame.
 func (src *Source) fpFrame(f fp.Frame) Frame {
-	fr := Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Stack: f.Stack, Recovered: f.Flags != 0,
-		Context: stackContext(f.Stack)}
-	switch f.Origin {
-	case fp.OriginFrame:
-		fr.Origin = OriginFrame
-	case fp.OriginCaller:
-		fr.Origin = OriginCaller
-	case fp.OriginTask:
-		fr.Origin = OriginTask
-	case fp.OriginRegsPC:
-		fr.Origin = OriginRegsPC
-	}
-	return fr
+	return Frame{PC: f.PC, Raw: f.Raw, FP: f.FP, Symbol: src.name(f.PC), Origin: f.Origin, Stack: f.Stack,
+		Recovered: f.Flags != 0, Context: stackContext(f.Stack)}
 }
 
 func (src *Source) name(pc uint64) string {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/unwindkit/unwindkit/unwind"
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 )
 
@@ -67,7 +68,7 @@ func dumpKernel(w io.Writer, dir string) error {
 
 // sideBySide prints the SCS copy and the FP walk lined up, each difference
 // explained, with the kernel's printed trace aligned to the FP walk.
-func sideBySide(w io.Writer, k *kernel.Kernel, scsF, fpF []kernel.Frame, scsErr, fpErr error, printed []string) error {
+func sideBySide(w io.Writer, k *kernel.Kernel, scsF, fpF []unwind.Frame, scsErr, fpErr error, printed []string) error {
 	cmp := k.Compare(scsF, fpF, scsErr, fpErr)
 	noSCS := errors.Is(scsErr, kernel.ErrNotSupported)
 	// The call chain: the FP walk's frames plus those only the SCS holds

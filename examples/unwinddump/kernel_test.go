@@ -41,7 +41,7 @@ func TestDumpKernel(t *testing.T) {
 		if c.scs && (!strings.Contains(out, "interrupted x18") || strings.Contains(out, "UNEXPLAINED")) {
 			t.Errorf("%s: SCS copy without the interrupted x18, or a difference unexplained:\n%s", c.dir, out)
 		}
-		if !strings.Contains(out, "= el1h_64_irq+0x64/0x68") && !strings.Contains(out, "[pt_regs-pc, task]") {
+		if !strings.Contains(out, "= el1h_64_irq+0x64/0x68") && !strings.Contains(out, "[regs-pc, task]") {
 			t.Errorf("%s: no exception boundary shown", c.dir)
 		}
 	}

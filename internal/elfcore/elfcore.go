@@ -279,9 +279,9 @@ func (f *File) readNotes(p Prog) error {
 
 func align4(n uint64) uint64 { return (n + 3) &^ 3 }
 
-// ErrNotInFile says an address is in a PT_LOAD whose bytes the file does
+// ErrNotHeld says an address is in a PT_LOAD whose bytes the file does
 // not hold (beyond p_filesz: not dumped or trimmed) or in no PT_LOAD.
-var ErrNotInFile = errors.New("elfcore: address not held by the file")
+var ErrNotHeld = errors.New("elfcore: address not held by the file")
 
 // Find returns the PT_LOAD containing addr.
 func (f *File) Find(addr uint64) (Prog, bool) {
@@ -294,16 +294,16 @@ func (f *File) Find(addr uint64) (Prog, bool) {
 
 // ReadAt reads len(b) bytes at addr (in the file's address space). All of
 // them must be in the file: an address in no segment, or beyond a
-// segment's p_filesz, fails with ErrNotInFile (wrapped).
+// segment's p_filesz, fails with ErrNotHeld (wrapped).
 func (f *File) ReadAt(b []byte, addr uint64) error {
 	for len(b) > 0 {
 		p, ok := f.Find(addr)
 		if !ok {
-			return fmt.Errorf("%s: %#x: %w (no segment)", f.Name, addr, ErrNotInFile)
+			return fmt.Errorf("%s: %#x: %w (no segment)", f.Name, addr, ErrNotHeld)
 		}
 		off := addr - f.addr(p)
 		if off >= p.FileSz {
-			return fmt.Errorf("%s: %#x: %w (segment %d holds %#x of %#x bytes)", f.Name, addr, ErrNotInFile, p.Index, p.FileSz, p.MemSz)
+			return fmt.Errorf("%s: %#x: %w (segment %d holds %#x of %#x bytes)", f.Name, addr, ErrNotHeld, p.Index, p.FileSz, p.MemSz)
 		}
 		n := min(uint64(len(b)), p.FileSz-off)
 		if _, err := f.R.ReadAt(b[:n], int64(p.Off+off)); err != nil {

@@ -51,10 +51,10 @@ func TestTrimEdges(t *testing.T) {
 		if err := g.ReadAt(w[:], base+0xf8); err != nil || w[0] != 7 {
 			t.Errorf("kept byte: %v %v", w, err)
 		}
-		if err := g.ReadAt(w[:1], base+0x10); !errors.Is(err, ErrNotInFile) {
+		if err := g.ReadAt(w[:1], base+0x10); !errors.Is(err, ErrNotHeld) {
 			t.Errorf("dropped byte: %v", err)
 		}
-		if err := g.ReadAt(w[:1], base+0x100); !errors.Is(err, ErrNotInFile) {
+		if err := g.ReadAt(w[:1], base+0x100); !errors.Is(err, ErrNotHeld) {
 			t.Errorf("byte beyond p_filesz: %v", err)
 		}
 		var total uint64

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"sort"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Region is the address range [Base, Base+8*len(words)) backed by words.
@@ -128,6 +129,29 @@ func (r *Region) Store32(addr uint64, v uint32) bool {
 		}
 	}
 }
+
+// View returns the region's words as bytes, in place (no copy): byte 0 is
+// the byte at Base. On a little-endian host (amd64, arm64) the bytes are
+// the little-endian words an unwinder's caller memory holds (fp.Stack.Data,
+// fp.Config.GraphStackData), and fp reads them with atomic loads, as Load
+// does, so a modelled CPU may write the region while a walk reads it. On a
+// big-endian host View returns a little-endian copy (the model's writes
+// after it are not seen).
+func (r *Region) View() []byte {
+	if len(r.words) == 0 {
+		return nil
+	}
+	if !littleEndian {
+		return r.Bytes()
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(r.words))), len(r.words)*8)
+}
+
+// littleEndian reports whether the host stores words little-endian.
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
 
 // Bytes returns a little-endian copy of the region's contents.
 func (r *Region) Bytes() []byte {

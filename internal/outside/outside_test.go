@@ -61,7 +61,7 @@ func fpWalk() *fp.Config {
 	data := make([]byte, fp.TaskStackSize)
 	put := func(addr, v uint64) { binary.LittleEndian.PutUint64(data[addr-low:], v) }
 	high := uint64(low + fp.TaskStackSize)
-	regs := fp.TaskPtRegsAddr(high)
+	regs := fp.TaskPtRegsAddr(high, fp.PtRegsLayout{})
 	put(regs+fp.PtRegsStackFrameOff+fp.MetaTypeOff, fp.MetaFinal)
 	x29 := regs + fp.PtRegsStackFrameOff
 	for i := uint64(1); i <= 3; i++ {

@@ -79,9 +79,9 @@ type Result struct {
 	Steps  int
 }
 
-// ErrFault is wrapped by every translation that ends at an invalid
+// ErrNotMapped is wrapped by every translation that ends at an invalid
 // descriptor: the address is not mapped.
-var ErrFault = errors.New("pgtable: translation fault")
+var ErrNotMapped = errors.New("pgtable: translation fault")
 
 // Error is a malformed table or unreadable descriptor.
 type Error struct {
@@ -95,7 +95,7 @@ func (e *Error) Error() string {
 }
 
 // Unwrap returns errs.ErrCorrupt: malformed or unreadable tables are
-// corrupt state (an unmapped address is ErrFault instead).
+// corrupt state (an unmapped address is ErrNotMapped instead).
 func (e *Error) Unwrap() error { return errs.ErrCorrupt }
 
 // OA returns the output address of a table, block or page descriptor,
@@ -133,12 +133,12 @@ func Walk(f Format, root, va uint64, read Reader) (Result, error) {
 			return res, &Error{VA: va, DescPA: pa, Level: level, Msg: err.Error()}
 		}
 		if d&1 == 0 {
-			return res, fmt.Errorf("%w: va %#x: level %d descriptor %#x at pa %#x is invalid", ErrFault, va, level, d, pa)
+			return res, fmt.Errorf("%w: va %#x: level %d descriptor %#x at pa %#x is invalid", ErrNotMapped, va, level, d, pa)
 		}
 		isTable := d&2 != 0
 		if level == 3 {
 			if !isTable {
-				return res, fmt.Errorf("%w: va %#x: level 3 descriptor %#x at pa %#x is reserved", ErrFault, va, d, pa)
+				return res, fmt.Errorf("%w: va %#x: level 3 descriptor %#x at pa %#x is reserved", ErrNotMapped, va, d, pa)
 			}
 			return f.leaf(res, d, va, shift, level), nil
 		}

@@ -116,8 +116,8 @@ func TestWalkFormats(t *testing.T) {
 				}
 			}
 			// An unmapped address faults.
-			if _, err := Walk(tc.f, b.root, va+1<<tc.f.PageShift, b.mem.read); !errors.Is(err, ErrFault) {
-				t.Errorf("unmapped: %v, want ErrFault", err)
+			if _, err := Walk(tc.f, b.root, va+1<<tc.f.PageShift, b.mem.read); !errors.Is(err, ErrNotMapped) {
+				t.Errorf("unmapped: %v, want ErrNotMapped", err)
 			}
 		})
 	}

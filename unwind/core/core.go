@@ -415,4 +415,4 @@ func Trim(w io.Writer, name string, r io.ReaderAt, size int64, keep [][2]uint64)
 }
 
 // ErrNotHeld says an address is not in the core's memory.
-var ErrNotHeld = elfcore.ErrNotInFile
+var ErrNotHeld = elfcore.ErrNotHeld

@@ -55,26 +55,22 @@ func (m *memory) ensure(addr uint64) (*mem.Region, error) {
 	return r, nil
 }
 
-// snapshot returns the regions loaded so far as a Memory and the FP
-// walk's stacks over them (the one holding sp is the task stack), and how
-// many regions it holds (for missing).
-func (m *memory) snapshot(sp uint64) (*mem.Memory, []fp.Stack, int) {
+// snapshot returns the FP walk's stacks over the regions loaded so far
+// (the one holding sp is the task stack), and how many regions it holds
+// (for missing).
+func (m *memory) snapshot(sp uint64) ([]fp.Stack, int) {
 	m.mu.Lock()
 	rs := append([]*mem.Region(nil), m.regions...)
 	m.mu.Unlock()
-	out := &mem.Memory{}
 	var stacks []fp.Stack
 	for _, r := range rs {
-		if out.Add(r) != nil {
-			continue // cannot happen: PT_LOADs do not overlap
-		}
 		k := fp.Extra
 		if r.Contains(sp, 1) {
 			k = fp.Task
 		}
-		stacks = append(stacks, fp.Stack{Kind: k, Low: r.Base, High: r.End(), Name: r.Name})
+		stacks = append(stacks, fp.Stack{Kind: k, Low: r.Base, High: r.End(), Name: r.Name, Data: r.View()})
 	}
-	return out, stacks, len(rs)
+	return stacks, len(rs)
 }
 
 // missing returns the address of an FP-walk error that points into a

@@ -6,7 +6,6 @@ import (
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/errs"
-	"github.com/unwindkit/unwindkit/internal/mem"
 	"github.com/unwindkit/unwindkit/scs"
 	"github.com/unwindkit/unwindkit/unwind"
 )
@@ -24,12 +23,7 @@ import (
 // user-space chains end; it lacks a return address still in x30 and
 // frames of code built without frame records.
 func (c *Core) Frames(t *Thread, method unwind.Method) ([]unwind.Frame, error) {
-	if method == unwind.MethodAuto {
-		method = unwind.MethodFP
-		if t.HasSCS {
-			method = unwind.MethodSCS
-		}
-	}
+	method = method.Resolve(t.HasSCS)
 	switch method {
 	case unwind.MethodSCS:
 		if !t.HasSCS {
@@ -49,11 +43,11 @@ func (c *Core) Frames(t *Thread, method unwind.Method) ([]unwind.Frame, error) {
 		}
 		v := scs.NewSnapshotView(data, t.SCSBase, t.Regs.X[18], c.Layout)
 		var out []unwind.Frame
-		for f, err := range scs.Frames(&v) {
+		for f, err := range unwind.NewSCSSource(&v, unwind.SourceOptions{Symbolizer: c.sym}).Frames() {
 			if err != nil {
 				return out, c.walkErr(t, "shadow call stack copy", err)
 			}
-			out = append(out, unwind.Frame{PC: f.PC, Raw: f.Raw, Symbol: c.sym.Name(f.PC), Origin: unwind.OriginSCS})
+			out = append(out, f)
 		}
 		return out, nil
 	case unwind.MethodFP:
@@ -101,7 +95,7 @@ func (c *Core) walkErr(t *Thread, what string, err error) error {
 
 // walkFP walks t's frame records over the segments loaded.
 func (c *Core) walkFP(t *Thread) ([]unwind.Frame, int, error) {
-	m, stacks, n := c.mem.snapshot(t.Regs.SP)
+	stacks, n := c.mem.snapshot(t.Regs.SP)
 	cfg := fp.Config{
 		Stacks:     stacks,
 		FP:         t.Regs.X[29],
@@ -109,17 +103,12 @@ func (c *Core) walkFP(t *Thread) ([]unwind.Frame, int, error) {
 		Layout:     c.Layout,
 		ZeroFPEnds: true,
 	}
-	mem.AttachFP(&cfg, m) // the core's segments, read through the model's memory type
 	var out []unwind.Frame
-	for f, err := range fp.Frames(&cfg) {
+	for f, err := range unwind.NewFPSource(&cfg, unwind.SourceOptions{Symbolizer: c.sym}).Frames() {
 		if err != nil {
 			return out, n, err
 		}
-		fr := unwind.Frame{PC: f.PC, Raw: f.Raw, Symbol: c.sym.Name(f.PC), Stack: f.Stack, Origin: unwind.OriginFrame}
-		if f.Origin == fp.OriginCaller {
-			fr.Origin = unwind.OriginCaller
-		}
-		out = append(out, fr)
+		out = append(out, f)
 	}
 	return out, n, nil
 }

@@ -2,6 +2,7 @@ package kernel_test
 
 import (
 	"fmt"
+	"github.com/unwindkit/unwindkit/fp"
 
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 )
@@ -28,12 +29,12 @@ func Example() {
 	}
 	fs, end, err := w.Run()
 	ws := k.Strings(fs)
-	fmt.Println(k.ABI, "|", len(fs), "frames, final:", end == kernel.EndFinal, err)
+	fmt.Println(k.ABI, "|", len(fs), "frames, final:", end == fp.EndFinal, err)
 	at, err := kernel.MatchPrinted(ws, cp.Expected.Traces[s.Trace].Frames)
 	fmt.Println("printed trace from frame", at, fs[at].Origin, ws[at], "matches:", err == nil)
 	fmt.Println("last:", ws[len(ws)-1])
 	// Output:
-	// final frame record in pt_regs (<= 6.12) | 19 frames, final: true <nil>
-	// printed trace from frame 11 pt_regs-pc finish_task_switch.isra.0+0x7c/0x2a8 matches: true
+	// final-record | 19 frames, final: true <nil>
+	// printed trace from frame 11 regs-pc finish_task_switch.isra.0+0x7c/0x2a8 matches: true
 	// last: ret_from_fork+0x10/0x20
 }

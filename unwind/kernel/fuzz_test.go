@@ -43,11 +43,11 @@ func FuzzWalk(f *testing.F) {
 		}
 		m := &flatMem{base: 0x1000, b: data}
 		half := uint64(len(data)/2) &^ 7
-		abi := kernel.ABIFinalRecord
+		abi := fp.ABIFinalRecord
 		if meta {
-			abi = kernel.ABIMetaRecord
+			abi = fp.ABIMetaRecord
 		}
-		w := &kernel.Walk{Mem: m, ABI: abi, Regs: kernel.PtRegs{Size: 336, X29: 232, PC: 256, StackFrame: 304},
+		w := &kernel.Walk{Mem: m, ABI: abi, Regs: fp.PtRegsLayout{Size: 336, X29: 232, PC: 256, StackFrame: 304},
 			Stacks: []kernel.Stack{
 				{Low: 0x1000, High: 0x1000 + half, Kind: fp.IRQ},
 				{Low: 0x1000 + half, High: 0x1000 + 2*half, Kind: fp.Task},
@@ -57,10 +57,10 @@ func FuzzWalk(f *testing.F) {
 		if len(fs) > 64 || len(fs) == 0 {
 			t.Fatalf("%d frames", len(fs))
 		}
-		if (err == nil) == (end == kernel.EndError) {
+		if (err == nil) == (end == fp.EndError) {
 			t.Fatalf("end %v with error %v", end, err)
 		}
-		if end == kernel.EndFinal && !meta && len(fs) > 1 && fs[len(fs)-1].FP != w.TaskPtRegs+304 {
+		if end == fp.EndFinal && !meta && len(fs) > 1 && fs[len(fs)-1].FP != w.TaskPtRegs+304 {
 			t.Fatalf("final end at fp %#x", fs[len(fs)-1].FP)
 		}
 	})

@@ -3,6 +3,8 @@ package kernel_test
 import (
 	"bufio"
 	"fmt"
+	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/unwind"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -188,7 +190,7 @@ func TestGDBBacktraceAgreesWithFPWalk(t *testing.T) {
 // alignGDB lines gdb's frames up with the walk's, in order, and returns
 // how many agree (same pc, gdb's function is the kallsyms function) and a
 // note per difference: a rule's name, or UNEXPLAINED.
-func alignGDB(k *kernel.Kernel, g *gdbStop, fs []kernel.Frame) (int, []string) {
+func alignGDB(k *kernel.Kernel, g *gdbStop, fs []unwind.Frame) (int, []string) {
 	var notes []string
 	agree, i, j := 0, 0, 0
 	for i < len(g.Frames) && j < len(fs) {
@@ -203,7 +205,7 @@ func alignGDB(k *kernel.Kernel, g *gdbStop, fs []kernel.Frame) (int, []string) {
 			i, j = i+1, j+1
 		case i == 1 && j == 1 && len(g.Frames) > 2 && g.Frames[2].PC == wf.PC:
 			p, err := k.PrologueAt(fs[0].PC)
-			if err == nil && p.PushedUnlinked() && fs[0].Origin == kernel.OriginRegsPC {
+			if err == nil && p.PushedUnlinked() && fs[0].Origin == fp.OriginStopPC {
 				notes = append(notes, gdbRuleX30)
 			} else {
 				notes = append(notes, fmt.Sprintf("UNEXPLAINED: gdb frame 1 %s#%x not in the walk (prologue %v, %v)", gf.Func, gf.PC, p, err))

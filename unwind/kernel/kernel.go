@@ -5,7 +5,7 @@
 // task, down to the task's final frame; and blocked tasks from their
 // cpu_context (stack_trace_save_tsk).
 //
-// The rules are picked from the kernel version in VMCOREINFO ([ABIFor]):
+// The rules are picked from the kernel version in VMCOREINFO ([fp.ABIFor]):
 // up to 6.12 a task's stack ends at the frame record inside its pt_regs
 // (fp == &task_pt_regs(task)->stackframe: EL0 entry zeroes it, EL1 entry
 // writes a synthetic {x29, elr} that the walk follows across the exception
@@ -68,13 +68,13 @@ type Kernel struct {
 	// Syms are the kernel's symbols, sorted by address.
 	Syms []vmcore.KSym
 	// ABI is the frame-record ABI of the dump's kernel version.
-	ABI ABI
+	ABI fp.ABI
 	// BTF is the kernel's type information (nil if none was found).
 	BTF *vmcore.BTF
 	// BTFAt and BTFSize are where the BTF was read.
 	BTFAt, BTFSize uint64
 	// Regs is the layout of struct pt_regs.
-	Regs PtRegs
+	Regs fp.PtRegsLayout
 	// ThreadSize is THREAD_SIZE (and IRQ_STACK_SIZE).
 	ThreadSize uint64
 	// PerCPU is __per_cpu_offset[cpu] (nil when the symbol is unknown).
@@ -110,7 +110,7 @@ func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
 		}
 	}
 	in := &v.Info
-	k.ABI = ABIFor(in.Major, in.Minor)
+	k.ABI = fp.ABIFor(in.Major, in.Minor)
 	k.note("kernel %s: unwinder rules %s", in.OSRelease, k.ABI)
 	k.note("PAC strip: %s (KERNELPACMASK %#x)", "kernel half of the dump's layout", in.KernelPACMask)
 	k.note("page tables: %s", v.Translation())
@@ -147,7 +147,7 @@ func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
 			return nil, fmt.Errorf("%s: %s unknown (no BTF and no table for %d.%d)", v.Path, key, in.Major, in.Minor)
 		}
 	}
-	k.Regs = PtRegs{Size: k.off["sizeof(pt_regs)"], X29: k.off["pt_regs.regs"] + 29*8, PC: k.off["pt_regs.pc"], StackFrame: k.off["pt_regs.stackframe"]}
+	k.Regs = fp.PtRegsLayout{Size: k.off["sizeof(pt_regs)"], X29: k.off["pt_regs.regs"] + 29*8, PC: k.off["pt_regs.pc"], StackFrame: k.off["pt_regs.stackframe"]}
 	k.note("pt_regs: size %d, stackframe at %d, pc at %d (from %s)", k.Regs.Size, k.Regs.StackFrame, k.Regs.PC, offs["pt_regs.stackframe"].Source)
 	if pc, err := v.PerCPUOffsets(syms, len(v.CPUs)); err == nil {
 		k.PerCPU = pc
@@ -376,7 +376,7 @@ func (k *Kernel) CPUStacks(cpu int, task uint64) ([]Stack, error) {
 // the caller's return address is still only in x30 ([Kernel.PrologueAt]:
 // X30Live, e.g. a stop at its first instruction, after ftrace's NOPs,
 // paciasp, the SCS push or the stp x29, x30, before the mov x29, sp that
-// links the record), x30 is reported second (OriginLR). The walk's Notes
+// links the record), x30 is reported second (fp.OriginLR). The walk's Notes
 // name the instructions that decided, or why it could not be decided
 // (x30 is then not reported).
 func (k *Kernel) CPUWalk(cpu int) (*Walk, error) {
@@ -392,8 +392,8 @@ func (k *Kernel) CPUWalk(cpu int) (*Walk, error) {
 		return nil, err
 	}
 	r := &k.V.CPUs[cpu].Regs
-	w := &Walk{Mem: k.mem, ABI: k.ABI, Regs: k.Regs, Stacks: stacks, TaskPtRegs: stacks[0].High - k.Regs.Size,
-		FP: r.X[29], PC: r.PC, Start: OriginRegsPC, Layout: k.V.Layout}
+	w := &Walk{Mem: k.mem, ABI: k.ABI, Regs: k.Regs, Stacks: stacks, TaskPtRegs: fp.TaskPtRegsAddr(stacks[0].High, k.Regs),
+		FP: r.X[29], PC: r.PC, Start: fp.OriginStopPC, Layout: k.V.Layout}
 	k.note("cpu %d: current task %#x (%s)", cpu, task, how)
 	w.Notes = append(w.Notes, fmt.Sprintf("cpu %d: current task %#x (%s)", cpu, task, how))
 	p, err := k.PrologueAt(r.PC)
@@ -532,8 +532,8 @@ func (k *Kernel) TaskWalk(t Task) (*Walk, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Walk{Mem: k.mem, ABI: k.ABI, Regs: k.Regs, Stacks: []Stack{s}, TaskPtRegs: s.High - k.Regs.Size,
-		FP: t.FP, PC: t.PC, Start: OriginTask, Layout: k.V.Layout}, nil
+	return &Walk{Mem: k.mem, ABI: k.ABI, Regs: k.Regs, Stacks: []Stack{s}, TaskPtRegs: fp.TaskPtRegsAddr(s.High, k.Regs),
+		FP: t.FP, PC: t.PC, Start: fp.OriginTask, Layout: k.V.Layout}, nil
 }
 
 // Sym returns the symbol holding pc: the last at or below it (the first

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/unwindkit/unwindkit/unwind"
 	"strings"
 	"testing"
 
@@ -22,12 +23,12 @@ import (
 func TestOnStackPolicyMatters(t *testing.T) {
 	for _, c := range []struct {
 		dir    string
-		policy string
+		policy scs.Policy
 	}{
-		{"../../testdata/kernel/scs-6.12", "thread_info"},
-		{"../../testdata/kernel/scs-6.12-onstack", "on the stack"},
-		{"../../testdata/kernel/scs-6.1", "thread_info"},
-		{"../../testdata/kernel/scs-6.1-onstack", "on the stack"},
+		{"../../testdata/kernel/scs-6.12", scs.ThreadInfo},
+		{"../../testdata/kernel/scs-6.12-onstack", scs.OnStack},
+		{"../../testdata/kernel/scs-6.1", scs.ThreadInfo},
+		{"../../testdata/kernel/scs-6.1-onstack", scs.OnStack},
 	} {
 		cp, err := OpenCapture(c.dir)
 		if err != nil {
@@ -55,7 +56,7 @@ func TestOnStackPolicyMatters(t *testing.T) {
 			}
 		}
 		saved := tsp
-		if c.policy == "on the stack" {
+		if c.policy == scs.OnStack {
 			saved = slot
 		}
 		if rep.SCSPolicy != c.policy || tsp == slot || saved == 0 {
@@ -172,7 +173,7 @@ func TestX18PolicyFromCode(t *testing.T) {
 
 // lIPI returns the kernel of dir's l-ipi stop (CPU 0 on its IRQ stack),
 // reading through an overlay, and CPU 0's FP walk.
-func lIPI(t *testing.T, dir string) (*Kernel, *overlay, []Frame) {
+func lIPI(t *testing.T, dir string) (*Kernel, *overlay, []unwind.Frame) {
 	t.Helper()
 	cp, err := OpenCapture(dir)
 	if err != nil {
@@ -236,9 +237,10 @@ func TestPerCPUPolicyOnRealKernel(t *testing.T) {
 		{"zero", 0, "irq_shadow_call_stack_saved_ptr is 0"},
 	} {
 		o.set64(v+k.PerCPU[0], c.saved)
-		pol, perr := k.SCSPolicy()
+		x, perr := k.X18Policy()
+		pol := x.Policy
 		got, notes, err := k.SCSCopyCPU(0, fs)
-		if perr != nil || pol != "per-CPU" {
+		if perr != nil || pol != scs.PerCPU {
 			t.Errorf("%s: policy %q, %v", c.name, pol, perr)
 		}
 		if c.field == "" {
@@ -255,8 +257,8 @@ func TestPerCPUPolicyOnRealKernel(t *testing.T) {
 	if got, _, err := k.SCSCopyCPU(0, fs); err == nil || !strings.Contains(err.Error(), "x18 policy unknown") {
 		t.Errorf("code of no policy: %d frames, %v", len(got), err)
 	}
-	if pol, err := k.SCSPolicy(); err == nil {
-		t.Errorf("code of no policy: %q", pol)
+	if x, err := k.X18Policy(); err == nil {
+		t.Errorf("code of no policy: %q", x.Policy)
 	}
 }
 

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"fmt"
+	"github.com/unwindkit/unwindkit/fp"
 	"strings"
 	"testing"
 
@@ -66,7 +67,7 @@ func TestDebianStopAfterFtraceNOPs(t *testing.T) {
 		fs, _, err := w.Run()
 		ws := k.Strings(fs)
 		notes := strings.Join(w.Notes, "; ")
-		if err != nil || len(fs) < 3 || fs[1].Origin != OriginLR || ws[1] != "__flush_smp_call_function_queue+0xd8/0x25c" || fs[1].Raw != x30 ||
+		if err != nil || len(fs) < 3 || fs[1].Origin != fp.OriginLR || ws[1] != "__flush_smp_call_function_queue+0xd8/0x25c" || fs[1].Raw != x30 ||
 			!strings.Contains(notes, "reported second") || !strings.Contains(notes, c.why) {
 			t.Errorf("showacpu+%#x: %v (%v)\nnotes: %s", c.off, ws, err, notes)
 		}
@@ -132,21 +133,21 @@ func TestPrologueStepsOnRealSCSCode(t *testing.T) {
 			t.Fatal(err)
 		}
 		fs, end, err := w.Run()
-		if err != nil || end != EndFinal || len(fs) < 3 {
+		if err != nil || end != fp.EndFinal || len(fs) < 3 {
 			t.Fatalf("+%#x: %v %v %v", c.off, k.Strings(fs), end, err)
 		}
 		notes := strings.Join(w.Notes, "; ")
-		wantOrigin := OriginLR
+		wantOrigin := fp.OriginLR
 		if c.linked {
-			wantOrigin = OriginFrame
+			wantOrigin = fp.OriginFrame
 		}
 		if fs[1].PC != caller || fs[1].Raw != orig.X[30] || fs[1].Origin != wantOrigin || !strings.Contains(notes, c.why) {
 			t.Errorf("+%#x: FP frame 1 %s (raw %#x, %v)\nnotes: %s", c.off, k.Format(fs[1].PC), fs[1].Raw, fs[1].Origin, notes)
 		}
 		scsF, scsNotes, err := k.SCSCopyCPU(s.StoppedCPU, fs)
-		wantSCS0 := OriginSCS
+		wantSCS0 := fp.OriginSCS
 		if !c.pushed {
-			wantSCS0 = OriginLR
+			wantSCS0 = fp.OriginLR
 		}
 		if err != nil || len(scsF) == 0 || scsF[0].PC != caller || scsF[0].Raw != orig.X[30] || scsF[0].Origin != wantSCS0 {
 			t.Errorf("+%#x: SCS copy %v (%v), want x30 first as %v\nnotes: %s", c.off, k.Strings(scsF), err, wantSCS0, strings.Join(scsNotes, "; "))

@@ -3,11 +3,13 @@ package kernel_test
 import (
 	"errors"
 	"fmt"
+	"github.com/unwindkit/unwindkit/unwind"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/scs"
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 	"github.com/unwindkit/unwindkit/unwind/vmcore"
 	"golang.org/x/sys/unix"
@@ -67,7 +69,7 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 					t.Fatalf("%s: %v", s.Name, err)
 				}
 				in := &k.V.Info
-				if k.ABI != kernel.ABIFor(in.Major, in.Minor) || (in.Major == 6 && in.Minor <= 12 && k.ABI != kernel.ABIFinalRecord) {
+				if k.ABI != fp.ABIFor(in.Major, in.Minor) || (in.Major == 6 && in.Minor <= 12 && k.ABI != fp.ABIFinalRecord) {
 					t.Errorf("%s: kernel %s got rules %v", s.Name, in.OSRelease, k.ABI)
 				}
 				if i == 0 {
@@ -87,13 +89,13 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 				}
 				rep := k.Unwind(s.Name == "t")
 				c := rep.CPUs[s.StoppedCPU]
-				if c.Err != nil || c.End != kernel.EndFinal {
+				if c.Err != nil || c.End != fp.EndFinal {
 					t.Fatalf("%s: cpu %d walk ended %v: %v", s.Name, s.StoppedCPU, c.End, c.Err)
 				}
 				ws := k.Strings(c.Frames)
 				finals := 0
 				for _, r := range rep.CPUs {
-					if r.End == kernel.EndFinal {
+					if r.End == fp.EndFinal {
 						finals++
 						if r.Final != [2]uint64{} {
 							t.Errorf("%s: cpu %d: final record %#x, want {0, 0}", s.Name, r.CPU, r.Final)
@@ -106,7 +108,7 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 					}
 				}(s.Name)
 				for _, r := range rep.Tasks {
-					if r.End == kernel.EndFinal {
+					if r.End == fp.EndFinal {
 						finals++
 						if r.Final != [2]uint64{} {
 							t.Errorf("%s: task %d: final record %#x, want {0, 0}", s.Name, r.Task.PID, r.Final)
@@ -138,15 +140,15 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 				}
 				if k.HasSCS() {
 					for _, o := range rep.CPUs {
-						if o.End == kernel.EndFinal {
+						if o.End == fp.EndFinal {
 							scsRows += checkSCS(t, k, fmt.Sprintf("%s cpu %d", s.Name, o.CPU), o.SCS, o.Frames, o.SCSErr, o.SCSNotes)
 						}
 					}
 					// The x18 policy of call_on_irq_stack, read from its code,
 					// is the one the capture's kernel was built with.
-					want := "thread_info"
+					want := scs.ThreadInfo
 					if strings.HasSuffix(dir, "-onstack") {
-						want = "on the stack"
+						want = scs.OnStack
 					}
 					if rep.SCSPolicy != want {
 						t.Errorf("%s: x18 policy %q, want %q", s.Name, rep.SCSPolicy, want)
@@ -180,7 +182,7 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 						continue
 					}
 					got := k.Strings(w.Frames)
-					if w.Err != nil || w.End != kernel.EndFinal || strings.Join(got, " ") != strings.Join(tr.Frames, " ") {
+					if w.Err != nil || w.End != fp.EndFinal || strings.Join(got, " ") != strings.Join(tr.Frames, " ") {
 						t.Errorf("t: %s pid %d: walk (%v %v)\n  %s\nprinted\n  %s", tr.Comm, tr.PID, w.End, w.Err, strings.Join(got, " "), strings.Join(tr.Frames, " "))
 						continue
 					}
@@ -202,7 +204,7 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 }
 
 // checkScenario checks what each stop must show beyond the printed trace.
-func checkScenario(t *testing.T, cp *kernel.Capture, k *kernel.Kernel, s *kernel.Stop, fs []kernel.Frame, ws []string) {
+func checkScenario(t *testing.T, cp *kernel.Capture, k *kernel.Kernel, s *kernel.Stop, fs []unwind.Frame, ws []string) {
 	t.Helper()
 	last := kernel.FuncOf(ws[len(ws)-1])
 	if last != "el0t_64_sync" && last != "ret_from_fork" {
@@ -220,8 +222,8 @@ func checkScenario(t *testing.T, cp *kernel.Capture, k *kernel.Kernel, s *kernel
 	// Every stop is before the stopped function linked its frame record
 	// (at its first instruction, or at x30 after its SCS push): x30 is
 	// reported second.
-	second := kernel.OriginLR
-	if fs[0].Origin != kernel.OriginRegsPC || kernel.FuncOf(ws[0]) != s.Func || fs[1].Origin != second {
+	second := fp.OriginLR
+	if fs[0].Origin != fp.OriginStopPC || kernel.FuncOf(ws[0]) != s.Func || fs[1].Origin != second {
 		t.Errorf("%s: the walk starts %s (%v), %v; want the breakpoint function %s and x30", s.Name, ws[0], fs[0].Origin, fs[1].Origin, s.Func)
 	}
 	switch s.Name {
@@ -243,7 +245,7 @@ func checkScenario(t *testing.T, cp *kernel.Capture, k *kernel.Kernel, s *kernel
 		// prints the trace from there: show_regs).
 		var b []int
 		for i, f := range fs {
-			if f.Origin == kernel.OriginPtRegs {
+			if f.Origin == fp.OriginRegsPC {
 				b = append(b, i)
 			}
 		}
@@ -287,13 +289,13 @@ func checkX30(t *testing.T, k *kernel.Kernel, s *kernel.Stop, c *kernel.CPUResul
 		t.Errorf("x30: prologue %v (%v), want %s after its paciasp and SCS push, x29 not set", c.Prologue, c.PrologueErr, s.Func)
 	}
 	x30 := k.V.CPUs[s.StoppedCPU].Regs.X[30]
-	if len(c.SCS) == 0 || c.SCS[0].Raw != x30 || c.SCS[0].PC != k.V.Layout.Strip(x30) || c.SCS[0].Origin != kernel.OriginSCS {
+	if len(c.SCS) == 0 || c.SCS[0].Raw != x30 || c.SCS[0].PC != k.V.Layout.Strip(x30) || c.SCS[0].Origin != fp.OriginSCS {
 		t.Fatalf("x30: the SCS's newest entry is not x30 %#x: %v", x30, c.SCS)
 	}
 	if x30 == c.SCS[0].PC {
 		t.Errorf("x30: %#x is not PAC-signed (paciasp ran before the stop)", x30)
 	}
-	if f := c.Frames[1]; f.Origin != kernel.OriginLR || f.Raw != x30 || f.PC != c.SCS[0].PC {
+	if f := c.Frames[1]; f.Origin != fp.OriginLR || f.Raw != x30 || f.PC != c.SCS[0].PC {
 		t.Errorf("x30: the walk's second frame %#x (raw %#x, %v), want x30 %#x stripped", f.PC, f.Raw, f.Origin, x30)
 	}
 	notes := strings.Join(c.Walk.Notes, "; ")
@@ -315,7 +317,7 @@ func checkX30(t *testing.T, k *kernel.Kernel, s *kernel.Stop, c *kernel.CPUResul
 	}
 }
 
-func checkSCS(t *testing.T, k *kernel.Kernel, what string, scsF, fpF []kernel.Frame, scsErr error, notes []string) int {
+func checkSCS(t *testing.T, k *kernel.Kernel, what string, scsF, fpF []unwind.Frame, scsErr error, notes []string) int {
 	t.Helper()
 	if scsErr != nil {
 		t.Errorf("%s: SCS copy: %v", what, scsErr)

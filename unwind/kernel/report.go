@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/scs"
+	"github.com/unwindkit/unwindkit/unwind"
 )
 
 // Result is one walk's outcome.
@@ -14,8 +18,8 @@ type Result struct {
 	// would hold THREAD_SIZE per task): a later Run reads them again.
 	Walk *Walk
 	// Frames, End and Err are what Walk.Run returned.
-	Frames []Frame
-	End    End
+	Frames []unwind.Frame
+	End    fp.End
 	Err    error
 	// Final is the final frame record {fp, lr} at
 	// &task_pt_regs(task)->stackframe, read after a walk that ended
@@ -30,7 +34,7 @@ type CPUResult struct {
 	CPU int
 	Result
 	// SCS, SCSNotes and SCSErr are what Kernel.SCSCopyCPU returned.
-	SCS      []Frame
+	SCS      []unwind.Frame
 	SCSNotes []string
 	SCSErr   error
 	// Prologue is how far the function holding the CPU's pc got through
@@ -49,7 +53,7 @@ type TaskResult struct {
 	Running bool
 	Result
 	// SCS and SCSErr are what Kernel.SCSCopyTask returned.
-	SCS    []Frame
+	SCS    []unwind.Frame
 	SCSErr error
 }
 
@@ -62,18 +66,21 @@ type Report struct {
 	// TasksErr is the error of the task-list walk.
 	TasksErr error
 	// SCSPolicy is where call_on_irq_stack keeps the interrupted x18
-	// ([Kernel.SCSPolicy]), on kernels with shadow call stacks.
-	SCSPolicy string
+	// ([Kernel.X18Policy]), on kernels with shadow call stacks whose
+	// policy was recognised (else the zero Policy, scs.ThreadInfo, and
+	// SCSPolicyErr says why).
+	SCSPolicy    scs.Policy
+	SCSPolicyErr error
 }
 
 func run(w *Walk, err error) Result {
 	if err != nil {
-		return Result{Err: err}
+		return Result{End: fp.EndError, Err: err}
 	}
 	fs, end, err := w.Run()
 	w.release()
 	r := Result{Walk: w, Frames: fs, End: end, Err: err}
-	if end == EndFinal && w.TaskPtRegs != 0 {
+	if end == fp.EndFinal && w.TaskPtRegs != 0 {
 		var b [16]byte
 		if w.Mem.ReadVirt(b[:], w.TaskPtRegs+w.Regs.StackFrame) == nil {
 			r.Final = [2]uint64{binary.LittleEndian.Uint64(b[:]), binary.LittleEndian.Uint64(b[8:])}
@@ -91,7 +98,9 @@ func run(w *Walk, err error) Result {
 func (k *Kernel) Unwind(tasks bool) *Report {
 	r := &Report{}
 	if k.HasSCS() {
-		r.SCSPolicy, _ = k.SCSPolicy()
+		var x X18Save
+		x, r.SCSPolicyErr = k.X18Policy()
+		r.SCSPolicy = x.Policy
 	}
 	var current []uint64
 	for c := range k.V.CPUs {
@@ -129,7 +138,7 @@ func (k *Kernel) Unwind(tasks bool) *Report {
 }
 
 // Strings formats frames as the kernel prints them.
-func (k *Kernel) Strings(fs []Frame) []string {
+func (k *Kernel) Strings(fs []unwind.Frame) []string {
 	out := make([]string, len(fs))
 	for i, f := range fs {
 		out[i] = k.Format(f.PC)
@@ -149,9 +158,9 @@ func (k *Kernel) Describe(w io.Writer, r *Result) {
 	}
 	end := "final frame (task pt_regs stackframe)"
 	switch r.End {
-	case EndError:
+	case fp.EndError:
 		end = "error"
-	case EndLimit:
+	case fp.EndStopped:
 		end = "frame limit"
 	}
 	if r.Err != nil {

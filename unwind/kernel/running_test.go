@@ -2,6 +2,7 @@ package kernel_test
 
 import (
 	"fmt"
+	"github.com/unwindkit/unwindkit/fp"
 	"strings"
 	"testing"
 
@@ -57,7 +58,7 @@ func TestRunningTasksFromCPURegisters(t *testing.T) {
 					continue
 				}
 				got, _, gerr := tw.Run()
-				if fmt.Sprint(k.Strings(got), gerr) != fmt.Sprint(k.Strings(want), werr) || tw.Start != kernel.OriginRegsPC {
+				if fmt.Sprint(k.Strings(got), gerr) != fmt.Sprint(k.Strings(want), werr) || tw.Start != fp.OriginStopPC {
 					t.Errorf("%s: running task %d %s on cpu %d: walk %v (%v), the CPU's %v (%v)", dir, task.PID, task.Comm, c, k.Strings(got), gerr, k.Strings(want), werr)
 				}
 				if c != k.RunningOn(task.Addr) || !strings.Contains(strings.Join(tw.Notes, "; "), fmt.Sprintf("current on cpu %d", c)) {

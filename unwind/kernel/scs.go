@@ -15,9 +15,6 @@ import (
 // kernel built without CONFIG_SHADOW_CALL_STACK.
 var ErrNotSupported = errs.ErrNotSupported
 
-// OriginSCS is a shadow call stack slot.
-const OriginSCS Origin = 100
-
 // noSCSPush are the kernel's assembly functions that create a frame record
 // but do not push x30 on the shadow call stack (arch/arm64/kernel/entry.S).
 var noSCSPush = map[string]bool{"call_on_irq_stack": true, "cpu_switch_to": true}
@@ -158,22 +155,6 @@ func (k *Kernel) scsSPOff() (uint64, error) {
 	return k.off["task_struct.thread_info"] + so, nil
 }
 
-// SCSPolicy names the policy [Kernel.X18Policy] recognises: "thread_info",
-// "on the stack" or "per-CPU".
-func (k *Kernel) SCSPolicy() (string, error) {
-	p, err := k.X18Policy()
-	if err != nil {
-		return "", err
-	}
-	switch p.Policy {
-	case scs.OnStack:
-		return "on the stack", nil
-	case scs.PerCPU:
-		return "per-CPU", nil
-	}
-	return "thread_info", nil
-}
-
 // HasSCS reports whether the kernel has shadow call stacks
 // (thread_info.scs_sp exists in its BTF).
 func (k *Kernel) HasSCS() bool {
@@ -182,8 +163,10 @@ func (k *Kernel) HasSCS() bool {
 }
 
 // copySCS copies the shadow call stack [base, top) newest first, PACs
-// stripped (scs.h: it grows upward; x18 is the next free slot).
-func (k *Kernel) copySCS(base, top uint64, kind fp.StackKind) ([]Frame, error) {
+// stripped (scs.h: it grows upward; x18 is the next free slot), with
+// package scs's copy through the front door ([scs.NewSnapshotView],
+// [unwind.NewSCSSource]) over the bytes read from the dump.
+func (k *Kernel) copySCS(base, top uint64, kind fp.StackKind) ([]unwind.Frame, error) {
 	size := k.V.Info.PageSize // SCS_SIZE: PAGE_SIZE << SCS_ORDER (0)
 	if top < base || top-base > size || top%8 != 0 || base%8 != 0 {
 		return nil, errs.Corruptf(fault.RuleSCSPointerOutsideStack, top, "base %#x, SCS_SIZE %#x", base, size)
@@ -192,10 +175,13 @@ func (k *Kernel) copySCS(base, top uint64, kind fp.StackKind) ([]Frame, error) {
 	if err := k.mem.ReadVirt(b, base); err != nil {
 		return nil, fmt.Errorf("scs [%#x, %#x): %w", base, top, err)
 	}
-	var out []Frame
-	for o := len(b) - 8; o >= 0; o -= 8 {
-		raw := binary.LittleEndian.Uint64(b[o:])
-		out = append(out, Frame{PC: k.V.Layout.Strip(raw), Raw: raw, FP: base + uint64(o), Origin: OriginSCS, Stack: kind})
+	v := scs.NewSnapshotView(b, base, top, k.V.Layout)
+	var out []unwind.Frame
+	for f, err := range unwind.NewSCSSource(&v, unwind.SourceOptions{}).Frames() {
+		if err != nil {
+			return out, fmt.Errorf("scs [%#x, %#x): %w", base, top, err)
+		}
+		out = append(out, unwind.Frame{PC: f.PC, Raw: f.Raw, Origin: f.Origin, Stack: kind, Context: f.Context})
 	}
 	return out, nil
 }
@@ -216,7 +202,7 @@ func (k *Kernel) threadSCS(task uint64) (base, sp uint64, err error) {
 
 // SCSCopyCPU copies the shadow call stacks of cpu from its x18: the
 // per-CPU IRQ shadow stack when x18 is on it, then the interrupted task's
-// from the x18 the entry code saved (where [Kernel.SCSPolicy] says; the
+// from the x18 the entry code saved (where [Kernel.X18Policy] says; the
 // on-stack slot is found above call_on_irq_stack's frame record, which fs,
 // the CPU's FP walk, gives), else the task's own from x18. notes say
 // which saved x18 was used.
@@ -225,7 +211,7 @@ func (k *Kernel) threadSCS(task uint64) (base, sp uint64, err error) {
 // is the caller's return address ([Kernel.PrologueAt]: X30Live, no SCS
 // push ran), x30 is the copy's first frame (OriginLR, PAC stripped), as
 // in the FP walk; once the push ran it is the SCS's newest entry.
-func (k *Kernel) SCSCopyCPU(cpu int, fs []Frame) (out []Frame, notes []string, err error) {
+func (k *Kernel) SCSCopyCPU(cpu int, fs []unwind.Frame) (out []unwind.Frame, notes []string, err error) {
 	if !k.HasSCS() {
 		return nil, nil, fmt.Errorf("%s: kernel built without CONFIG_SHADOW_CALL_STACK (no thread_info.scs_sp in BTF): %w", k.V.Path, ErrNotSupported)
 	}
@@ -243,8 +229,8 @@ func (k *Kernel) SCSCopyCPU(cpu int, fs []Frame) (out []Frame, notes []string, e
 		if len(out) > 0 {
 			kind = out[0].Stack
 		}
-		lr := Frame{PC: k.V.Layout.Strip(r.X[30]), Raw: r.X[30], Origin: OriginLR, Stack: kind}
-		out = append([]Frame{lr}, out...)
+		lr := unwind.Frame{PC: k.V.Layout.Strip(r.X[30]), Raw: r.X[30], Origin: fp.OriginLR, Stack: kind}
+		out = append([]unwind.Frame{lr}, out...)
 		notes = append(notes, fmt.Sprintf("x30 %#x first: the caller's return address, not pushed on the SCS yet: %s", r.X[30], p))
 	case p.X30 == X30Live:
 		notes = append(notes, fmt.Sprintf("x30 %#x is the SCS's newest entry, pushed at +%#x: %s", r.X[30], p.SCSPushAt, p))
@@ -254,7 +240,7 @@ func (k *Kernel) SCSCopyCPU(cpu int, fs []Frame) (out []Frame, notes []string, e
 	return out, notes, err
 }
 
-func (k *Kernel) scsCopyCPU(cpu int, fs []Frame) (out []Frame, notes []string, err error) {
+func (k *Kernel) scsCopyCPU(cpu int, fs []unwind.Frame) (out []unwind.Frame, notes []string, err error) {
 	task, _, err := k.Current(cpu)
 	if err != nil {
 		return nil, nil, err
@@ -333,9 +319,9 @@ func (k *Kernel) scsCopyCPU(cpu int, fs []Frame) (out []Frame, notes []string, e
 // stack [base, base+SCS_SIZE). Anything else means the saved x18 is not
 // the interrupted one (a wrong policy, a stale or corrupt value): an
 // ErrCorrupt naming the field and its address.
-func (k *Kernel) checkPtRegsX18(fs []Frame, base, saved uint64) error {
+func (k *Kernel) checkPtRegsX18(fs []unwind.Frame, base, saved uint64) error {
 	for i := 1; i < len(fs); i++ {
-		if fs[i].Origin != OriginPtRegs || fs[i-1].FP < k.Regs.StackFrame {
+		if fs[i].Origin != fp.OriginRegsPC || fs[i-1].FP < k.Regs.StackFrame {
 			continue
 		}
 		regs := fs[i-1].FP - k.Regs.StackFrame
@@ -358,7 +344,7 @@ func (k *Kernel) checkPtRegsX18(fs []Frame, base, saved uint64) error {
 // thread_info.scs_sp (cpu_switch_to's scs_save). A task current on a CPU
 // ([Kernel.RunningOn]) is copied from that CPU's x18 ([Kernel.SCSCopyCPU]
 // over the CPU's FP walk): its thread_info.scs_sp is stale.
-func (k *Kernel) SCSCopyTask(t Task) ([]Frame, error) {
+func (k *Kernel) SCSCopyTask(t Task) ([]unwind.Frame, error) {
 	if c := k.RunningOn(t.Addr); c >= 0 {
 		w, err := k.TaskWalk(t)
 		if err != nil {
@@ -378,24 +364,12 @@ func (k *Kernel) SCSCopyTask(t Task) ([]Frame, error) {
 // Compare lines up an SCS copy and an FP walk with
 // [unwind.CompareTraces] and explains each frame only one has by the
 // model's rule.
-func (k *Kernel) Compare(scsF, fpF []Frame, scsErr, fpErr error) *unwind.Comparison {
-	conv := func(fs []Frame) []unwind.Frame {
+func (k *Kernel) Compare(scsF, fpF []unwind.Frame, scsErr, fpErr error) *unwind.Comparison {
+	conv := func(fs []unwind.Frame) []unwind.Frame {
 		out := make([]unwind.Frame, len(fs))
 		for i, f := range fs {
-			u := unwind.Frame{PC: f.PC, Raw: f.Raw, Symbol: k.Format(f.PC), Stack: f.Stack}
-			switch f.Origin {
-			case OriginSCS:
-				u.Origin = unwind.OriginSCS
-			case OriginRegsPC:
-				u.Origin = unwind.OriginCaller
-			case OriginTask:
-				u.Origin = unwind.OriginTask
-			case OriginPtRegs:
-				u.Origin = unwind.OriginRegsPC
-			default:
-				u.Origin = unwind.OriginFrame
-			}
-			out[i] = u
+			f.Symbol = k.Format(f.PC)
+			out[i] = f
 		}
 		return out
 	}
@@ -413,7 +387,7 @@ func (k *Kernel) Compare(scsF, fpF []Frame, scsErr, fpErr error) *unwind.Compari
 		}
 		if !r.InSCS {
 			switch fpF[j].Origin {
-			case OriginFrame:
+			case fp.OriginFrame:
 				// The return address was saved by the callee's frame
 				// record only: the callee must be assembly that keeps a
 				// frame record without pushing on the SCS.
@@ -428,11 +402,11 @@ func (k *Kernel) Compare(scsF, fpF []Frame, scsErr, fpErr error) *unwind.Compari
 				} else {
 					r.Note = "UNEXPLAINED: only FP, saved by " + callee + ", which should have pushed it on the SCS"
 				}
-			case OriginLR:
+			case fp.OriginLR:
 				r.Note = "only FP: x30 of a CPU stopped before its prologue linked the frame record, and the SCS copy lacks it"
-			case OriginRegsPC:
+			case fp.OriginStopPC:
 				r.Note = "only FP: the stopped pc, which no prologue pushed"
-			case OriginTask:
+			case fp.OriginTask:
 				r.Note = "only FP: cpu_context.pc, the return address into __switch_to (cpu_switch_to is asm and does not push)"
 			}
 		}
@@ -452,8 +426,8 @@ const NoteSCSOnlyPushedUnlinked = "only SCS: x30 pushed by the stopped function'
 // (fpF[0]), and the prologue of the function holding that pc ran its SCS
 // push but has not set x29, so the frame pointer is still the caller's
 // and the caller's return address is in x30 and on the SCS only.
-func (k *Kernel) scsOnly(n int, scsF, fpF []Frame) string {
-	if n != 0 || len(fpF) == 0 || fpF[0].Origin != OriginRegsPC {
+func (k *Kernel) scsOnly(n int, scsF, fpF []unwind.Frame) string {
+	if n != 0 || len(fpF) == 0 || fpF[0].Origin != fp.OriginStopPC {
 		return "UNEXPLAINED: only SCS, and not the newest entry of a CPU stopped in a prologue"
 	}
 	p, err := k.PrologueAt(fpF[0].PC)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/unwindkit/unwindkit/unwind"
 	"testing"
 
 	"github.com/unwindkit/unwindkit/fp"
@@ -38,12 +39,12 @@ const (
 	size   = 0x4000
 )
 
-var regs61 = PtRegs{Size: 336, X29: 29 * 8, PC: 256, StackFrame: 304}
+var regs61 = fp.PtRegsLayout{Size: 336, X29: 29 * 8, PC: 256, StackFrame: 304}
 
 // chain builds an IRQ stack with two records, then call_on_irq_stack's
 // record on the task stack, el1h_64_irq's pt_regs with a synthetic record
 // {x29, elr}, the interrupted function's record, and the final pt_regs.
-func chain(abi ABI) (*wordMem, *Walk) {
+func chain(abi fp.ABI) (*wordMem, *Walk) {
 	m := &wordMem{base: irqLo, words: make([]uint64, (taskLo+size-irqLo)/8)}
 	final := uint64(taskLo + size - 336)
 	m.set(irqLo+0x3f00, irqLo+0x3f40) // handler record
@@ -56,7 +57,7 @@ func chain(abi ABI) (*wordMem, *Walk) {
 	regs := exc + 0x40
 	m.set(exc, regs+304)
 	m.set(exc+8, 0x1004)
-	if abi == ABIFinalRecord {
+	if abi == fp.ABIFinalRecord {
 		m.set(regs+304, taskLo+0x3800) // synthetic {x29, elr}
 		m.set(regs+312, 0x2000)
 		m.set(regs+256, 0x2000)
@@ -68,7 +69,7 @@ func chain(abi ABI) (*wordMem, *Walk) {
 	}
 	m.set(taskLo+0x3800, final+304) // interrupted function's record -> final
 	m.set(taskLo+0x3808, 0x2525000000001005)
-	if abi == ABIMetaRecord {
+	if abi == fp.ABIMetaRecord {
 		m.set(final+320, fp.MetaFinal)
 	}
 	w := &Walk{Mem: m, ABI: abi, Regs: regs61, TaskPtRegs: final, FP: irqLo + 0x3f00, PC: 0x1000,
@@ -76,7 +77,7 @@ func chain(abi ABI) (*wordMem, *Walk) {
 	return m, w
 }
 
-func pcs(fs []Frame) []uint64 {
+func pcs(fs []unwind.Frame) []uint64 {
 	var out []uint64
 	for _, f := range fs {
 		out = append(out, f.PC)
@@ -85,12 +86,12 @@ func pcs(fs []Frame) []uint64 {
 }
 
 func TestWalkABIs(t *testing.T) {
-	for _, abi := range []ABI{ABIFinalRecord, ABIMetaRecord} {
+	for _, abi := range []fp.ABI{fp.ABIFinalRecord, fp.ABIMetaRecord} {
 		_, w := chain(abi)
 		w.Layout = testLayout(t)
 		fs, end, err := w.Run()
 		want := []uint64{0x1000, 0x1001, 0x1002, 0x1003, 0x1004, 0x2000, 0x1005}
-		if err != nil || end != EndFinal || fmt.Sprint(pcs(fs)) != fmt.Sprint(want) {
+		if err != nil || end != fp.EndFinal || fmt.Sprint(pcs(fs)) != fmt.Sprint(want) {
 			t.Errorf("%v: %x %v %v, want %x final", abi, pcs(fs), end, err, want)
 		}
 		if fs[len(fs)-1].Raw != 0x2525000000001005 {
@@ -100,7 +101,7 @@ func TestWalkABIs(t *testing.T) {
 			t.Errorf("%v: stacks %v %v", abi, fs[2].Stack, fs[3].Stack)
 		}
 		for i, f := range fs {
-			if (f.Origin == OriginPtRegs) != (i == 5) {
+			if (f.Origin == fp.OriginRegsPC) != (i == 5) {
 				t.Errorf("%v: frame %d %#x origin %v", abi, i, f.PC, f.Origin)
 			}
 		}
@@ -110,34 +111,34 @@ func TestWalkABIs(t *testing.T) {
 func TestWalkRules(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		abi  ABI
+		abi  fp.ABI
 		mod  func(m *wordMem, w *Walk)
 		rule string
 		n    int
 	}{
-		{"misaligned", ABIFinalRecord, func(m *wordMem, w *Walk) { m.set(irqLo+0x3f00, irqLo+0x3f44) }, "misaligned fp", 2},
-		{"not increasing", ABIFinalRecord, func(m *wordMem, w *Walk) { m.set(irqLo+0x3f40, irqLo+0x3f00) }, fp.RuleFPNotIncreasing, 3},
-		{"re-entered", ABIFinalRecord, func(m *wordMem, w *Walk) { m.set(taskLo+0x3000, irqLo+0x3f80) }, "stack re-entered", 4},
-		{"outside", ABIFinalRecord, func(m *wordMem, w *Walk) { m.set(taskLo+0x3000, 0x50000) }, "fp outside stacks", 4},
-		{"final elsewhere", ABIFinalRecord, func(m *wordMem, w *Walk) { w.TaskPtRegs = 0 }, "fp outside stacks", 8},
-		{"bad meta type", ABIMetaRecord, func(m *wordMem, w *Walk) { m.set(taskLo+0x3140+320, 7) }, "bad meta record type", 5},
-		{"final not at task pt_regs", ABIMetaRecord, func(m *wordMem, w *Walk) { w.TaskPtRegs -= 16 }, "final record not at task pt_regs", 7},
+		{"misaligned", fp.ABIFinalRecord, func(m *wordMem, w *Walk) { m.set(irqLo+0x3f00, irqLo+0x3f44) }, "misaligned fp", 2},
+		{"not increasing", fp.ABIFinalRecord, func(m *wordMem, w *Walk) { m.set(irqLo+0x3f40, irqLo+0x3f00) }, fp.RuleFPNotIncreasing, 3},
+		{"re-entered", fp.ABIFinalRecord, func(m *wordMem, w *Walk) { m.set(taskLo+0x3000, irqLo+0x3f80) }, "stack re-entered", 4},
+		{"outside", fp.ABIFinalRecord, func(m *wordMem, w *Walk) { m.set(taskLo+0x3000, 0x50000) }, "fp outside stacks", 4},
+		{"final elsewhere", fp.ABIFinalRecord, func(m *wordMem, w *Walk) { w.TaskPtRegs = 0 }, "fp outside stacks", 8},
+		{"bad meta type", fp.ABIMetaRecord, func(m *wordMem, w *Walk) { m.set(taskLo+0x3140+320, 7) }, "bad meta record type", 5},
+		{"final not at task pt_regs", fp.ABIMetaRecord, func(m *wordMem, w *Walk) { w.TaskPtRegs -= 16 }, "final record not at task pt_regs", 7},
 	} {
 		m, w := chain(c.abi)
 		c.mod(m, w)
 		fs, end, err := w.Run()
 		var ce *errs.CorruptError
-		if end != EndError || !errors.As(err, &ce) || ce.Rule != c.rule || len(fs) != c.n {
+		if end != fp.EndError || !errors.As(err, &ce) || ce.Rule != c.rule || len(fs) != c.n {
 			t.Errorf("%s: %d frames, %v, %v; want %d frames and rule %q", c.name, len(fs), end, err, c.n, c.rule)
 		}
 	}
 }
 
 func TestWalkLRAtEntry(t *testing.T) {
-	_, w := chain(ABIFinalRecord)
+	_, w := chain(fp.ABIFinalRecord)
 	w.LR = 0x0fff
 	fs, _, err := w.Run()
-	if err != nil || len(fs) != 8 || fs[1].PC != 0x0fff || fs[1].Origin != OriginLR {
+	if err != nil || len(fs) != 8 || fs[1].PC != 0x0fff || fs[1].Origin != fp.OriginLR {
 		t.Fatalf("%x %v", pcs(fs), err)
 	}
 }
@@ -148,9 +149,9 @@ func testLayout(t *testing.T) ptrauth.Layout {
 }
 
 func TestWalkNeedsABI(t *testing.T) {
-	_, w := chain(ABIFinalRecord)
+	_, w := chain(fp.ABIFinalRecord)
 	w.ABI = 0
-	if fs, end, err := w.Run(); err == nil || end != EndError || len(fs) != 0 {
+	if fs, end, err := w.Run(); err == nil || end != fp.EndError || len(fs) != 0 {
 		t.Fatalf("%d frames, %v, %v", len(fs), end, err)
 	}
 }
@@ -182,19 +183,19 @@ func TestWalkUnreadable(t *testing.T) {
 		{irqLo + 0x3000, irqLo + 0x4000, 1}, // the first record
 		{taskLo + 0x3000, taskLo + 0x4000, 3},
 	} {
-		for _, abi := range []ABI{ABIFinalRecord, ABIMetaRecord} {
+		for _, abi := range []fp.ABI{fp.ABIFinalRecord, fp.ABIMetaRecord} {
 			m, w := chain(abi)
 			w.Mem = &holeMem{m, c.lo, c.hi}
 			fs, end, err := w.Run()
-			if end != EndError || !errors.Is(err, errUnmapped) || len(fs) != c.n {
+			if end != fp.EndError || !errors.Is(err, errUnmapped) || len(fs) != c.n {
 				t.Errorf("%v hole [%#x, %#x): %x %v %v, want %d frames and the read error", abi, c.lo, c.hi, pcs(fs), end, err, c.n)
 			}
 		}
 	}
 	// A hole the walk never reads changes nothing.
-	m, w := chain(ABIFinalRecord)
+	m, w := chain(fp.ABIFinalRecord)
 	w.Mem = &holeMem{m, taskLo, taskLo + 0x1000}
-	if fs, end, err := w.Run(); err != nil || end != EndFinal || len(fs) != 7 {
+	if fs, end, err := w.Run(); err != nil || end != fp.EndFinal || len(fs) != 7 {
 		t.Errorf("unread hole: %x %v %v", pcs(fs), end, err)
 	}
 }
@@ -202,7 +203,7 @@ func TestWalkUnreadable(t *testing.T) {
 // Run reads the stacks once and walks the same bytes again; new Stacks
 // are read anew.
 func TestWalkReadsOnce(t *testing.T) {
-	m, w := chain(ABIFinalRecord)
+	m, w := chain(fp.ABIFinalRecord)
 	fs1, _, _ := w.Run()
 	m.set(irqLo+0x3f08, 0x9999) // after the first Run: not seen
 	fs2, _, _ := w.Run()

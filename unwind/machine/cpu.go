@@ -6,6 +6,7 @@ import (
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/errs"
+	"github.com/unwindkit/unwindkit/internal/mem"
 	"github.com/unwindkit/unwindkit/scs"
 	"github.com/unwindkit/unwindkit/unwind"
 )
@@ -78,12 +79,7 @@ func (c *CPU) loadPub() pubState {
 // function, from the published state p, without allocating.
 func (c *CPU) sourceInto(src *unwind.Source, p *pubState, method unwind.Method, opts SaveOptions) error {
 	m := c.m
-	if method == unwind.MethodAuto {
-		method = unwind.MethodFP
-		if m.cfg.SCS {
-			method = unwind.MethodSCS
-		}
-	}
+	method = method.Resolve(m.cfg.SCS)
 	if p.task == nil {
 		return fmt.Errorf("machine: cpu%d has no task", c.id)
 	}
@@ -103,8 +99,8 @@ func (c *CPU) sourceInto(src *unwind.Source, p *pubState, method unwind.Method, 
 			return fmt.Errorf("machine: frame-pointer walk: %w", unwind.ErrNotSupported)
 		}
 		t := p.task
-		fc := m.fpMem // the model's memory, read atomically
-		fc.Stacks = p.stacks
+		var fc fp.Config
+		fc.Stacks = p.stacks // views of the model's memory, read atomically
 		// Start from the running function's pc and x29
 		// (kunwind_init_from_regs-like); its own pc is then dropped, so
 		// the first frame is its caller's, as for an unwinder inlined in
@@ -113,11 +109,11 @@ func (c *CPU) sourceInto(src *unwind.Source, p *pubState, method unwind.Method, 
 		fc.Layout, fc.TaskPtRegs, fc.Reliable = m.cfg.Layout, t.ptRegs, opts.Reliable
 		if m.cfg.FGraph {
 			fc.GraphTrampoline = m.graphTramp
-			fc.GraphStack = t.graph.region.Base
+			fc.GraphStack, fc.GraphStackData = t.graph.region.Base, t.graph.region.View()
 		}
 		if m.cfg.Kretprobes {
 			fc.KretprobeTrampoline = m.kprobeTramp
-			fc.KretprobeStack = t.kprobe.region.Base
+			fc.KretprobeStack, fc.KretprobeStackData = t.kprobe.region.Base, t.kprobe.region.View()
 		}
 		src.SetFP(&fc, unwind.SourceOptions{Symbolizer: m.sym, Skip: 1 + opts.Skip})
 	default:
@@ -129,10 +125,9 @@ func (c *CPU) sourceInto(src *unwind.Source, p *pubState, method unwind.Method, 
 // stacks returns the stacks an FP walk of the CPU may read while it runs
 // task t: the task stack and this CPU's IRQ, overflow and SDEI stacks.
 func (c *CPU) stacks(t *Task) []fp.Stack {
-	st := func(k fp.StackKind, r interface {
-		End() uint64
-	}, low uint64, name string) fp.Stack {
-		return fp.Stack{Kind: k, Low: low, High: r.End(), Name: name}
+	st := func(k fp.StackKind, r *mem.Region, low uint64, name string) fp.Stack {
+		// Data is a view of the model's words, read atomically.
+		return fp.Stack{Kind: k, Low: low, High: r.End(), Name: name, Data: r.View()[low-r.Base:]}
 	}
 	return []fp.Stack{
 		st(fp.Task, t.stack, t.stack.Base, t.Name),

@@ -2,6 +2,7 @@ package machine
 
 import (
 	"fmt"
+	"github.com/unwindkit/unwindkit/fp"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -114,10 +115,10 @@ func (c *CPU) Compare(opts SaveOptions) (*TruthComparison, error) {
 		if r.InSCS && r.SCS.PC != e.PC {
 			notes = append(notes, fmt.Sprintf("SCS holds the %s trampoline; the copy does not recover it (FP does, from the task's return stack)", c.m.sym.Func(r.SCS.PC)))
 		}
-		if r.InSCS && r.SCS.Origin == unwind.OriginInterruptedPC {
+		if r.InSCS && r.SCS.Origin == fp.OriginInterruptedPC {
 			notes = append(notes, "SCS: interrupted pc from the per-CPU copy (KeepInterruptedPC), reported at the context boundary")
 		}
-		if r.InFP && r.FP.Origin == unwind.OriginRegsPC {
+		if r.InFP && r.FP.Origin == fp.OriginRegsPC {
 			notes = append(notes, "FP: exception boundary, pc from pt_regs")
 		}
 		r.Note = strings.Join(notes, "; ")

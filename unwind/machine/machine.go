@@ -140,13 +140,8 @@ type Machine struct {
 	scs *scs.Model
 	// drv is scs's driver hooks (its sequence lock and nesting rules),
 	// which are not scs's public API.
-	drv  scsdriver.Driver
-	cpus []*CPU
-	// fpMem is an fp.Config holding only the model's memory (attached
-	// once with mem.AttachFP): every FP Config of the model starts as a
-	// copy of it, so attaching costs no escape per unwind.
-	fpMem fp.Config
-
+	drv   scsdriver.Driver
+	cpus  []*CPU
 	mu    sync.Mutex // tasks, Switch, the allocator
 	tasks []*Task
 	next  uint64 // allocator cursor
@@ -201,7 +196,6 @@ func New(cfg Config) (*Machine, error) {
 		cfg.SCSSize = 4096
 	}
 	m := &Machine{cfg: cfg, mem: &mem.Memory{}, next: vmBase}
-	mem.AttachFP(&m.fpMem, m.mem)
 	if err := m.buildText(); err != nil {
 		return nil, err
 	}
@@ -431,7 +425,7 @@ func (m *Machine) NewTask(name, entry string) (*Task, error) {
 		return nil, err
 	}
 	// The task's pt_regs at the top of its stack, with the FINAL record.
-	t.ptRegs = fp.TaskPtRegsAddr(t.stack.End())
+	t.ptRegs = fp.TaskPtRegsAddr(t.stack.End(), fp.PtRegsLayout{})
 	t.stack.Store(t.ptRegs+ptRegsPState, 0) // EL0t: a user task's entry regs
 	t.stack.Store(t.ptRegs+ptRegsStackFrame+fp.MetaTypeOff, metaFinal)
 	rf := m.text.byName[FnRetFromFork]

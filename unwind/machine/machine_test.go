@@ -3,6 +3,7 @@ package machine
 import (
 	"errors"
 	"fmt"
+	"github.com/unwindkit/unwindkit/fp"
 	"strings"
 	"testing"
 
@@ -148,7 +149,7 @@ func TestBlockedTask(t *testing.T) {
 		}
 		got = append(got, m.sym.Func(f.PC))
 	}
-	if want := "alloc_obj do_work kthread_fn ret_from_fork"; strings.Join(got, " ") != want || first != unwind.OriginTask {
+	if want := "alloc_obj do_work kthread_fn ret_from_fork"; strings.Join(got, " ") != want || first != fp.OriginTask {
 		t.Fatalf("blocked FP walk %v (first source %v), want %s from a task source", got, first, want)
 	}
 	src, err = t0.Source(unwind.MethodSCS)

@@ -28,12 +28,7 @@ func (t *Task) Source(method unwind.Method) (*unwind.Source, error) {
 	if t.cpu >= 0 {
 		return nil, fmt.Errorf("%w (task %q on cpu%d)", ErrTaskRunning, t.Name, t.cpu)
 	}
-	if method == unwind.MethodAuto {
-		method = unwind.MethodFP
-		if m.cfg.SCS {
-			method = unwind.MethodSCS
-		}
-	}
+	method = method.Resolve(m.cfg.SCS)
 	var src *unwind.Source
 	switch method {
 	case unwind.MethodSCS:
@@ -47,15 +42,15 @@ func (t *Task) Source(method unwind.Method) (*unwind.Source, error) {
 			return nil, fmt.Errorf("machine: frame-pointer walk: %w", unwind.ErrNotSupported)
 		}
 		ctx := t.ctx
-		fc := m.fpMem // the model's memory, read atomically
-		fc.Stacks = []fp.Stack{{Kind: fp.Task, Low: t.stack.Base, High: t.stack.End(), Name: t.Name}}
+		var fc fp.Config // over views of the model's memory, read atomically
+		fc.Stacks = []fp.Stack{{Kind: fp.Task, Low: t.stack.Base, High: t.stack.End(), Name: t.Name, Data: t.stack.View()}}
 		fc.FP, fc.PC, fc.Start = ctx.x29, ctx.top().pc, fp.OriginTask
 		fc.Layout, fc.TaskPtRegs = m.cfg.Layout, t.ptRegs
 		if m.cfg.FGraph {
-			fc.GraphTrampoline, fc.GraphStack = m.graphTramp, t.graph.region.Base
+			fc.GraphTrampoline, fc.GraphStack, fc.GraphStackData = m.graphTramp, t.graph.region.Base, t.graph.region.View()
 		}
 		if m.cfg.Kretprobes {
-			fc.KretprobeTrampoline, fc.KretprobeStack = m.kprobeTramp, t.kprobe.region.Base
+			fc.KretprobeTrampoline, fc.KretprobeStack, fc.KretprobeStackData = m.kprobeTramp, t.kprobe.region.Base, t.kprobe.region.View()
 		}
 		src = unwind.NewFPSource(&fc, unwind.SourceOptions{Symbolizer: m.sym})
 	default:

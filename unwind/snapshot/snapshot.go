@@ -6,7 +6,6 @@ import (
 	"os"
 
 	"github.com/unwindkit/unwindkit/fp"
-	"github.com/unwindkit/unwindkit/internal/mem"
 	"github.com/unwindkit/unwindkit/internal/snapshot"
 	"github.com/unwindkit/unwindkit/internal/symbridge"
 	"github.com/unwindkit/unwindkit/ptrauth"
@@ -125,12 +124,7 @@ func (s *Snapshot) Regions() []Region {
 // and _start in the committed captures); the FP walk lacks a return
 // address still in x30.
 func (s *Snapshot) Source(method unwind.Method) (*unwind.Source, error) {
-	if method == unwind.MethodAuto {
-		method = unwind.MethodFP
-		if s.HasSCS {
-			method = unwind.MethodSCS
-		}
-	}
+	method = method.Resolve(s.HasSCS)
 	var src *unwind.Source
 	switch method {
 	case unwind.MethodSCS:
@@ -156,9 +150,8 @@ func (s *Snapshot) Source(method unwind.Method) (*unwind.Source, error) {
 			if r.Name == "stack" {
 				kind = fp.Task
 			}
-			c.Stacks = append(c.Stacks, fp.Stack{Kind: kind, Low: r.Base, High: r.End(), Name: r.Name})
+			c.Stacks = append(c.Stacks, fp.Stack{Kind: kind, Low: r.Base, High: r.End(), Name: r.Name, Data: r.View()})
 		}
-		mem.AttachFP(&c, s.s.Memory) // the capture's memory
 		src = unwind.NewFPSource(&c, unwind.SourceOptions{Symbolizer: s.sym})
 	default:
 		return nil, fmt.Errorf("snapshot: unknown method %v", method)

@@ -9,7 +9,7 @@ import (
 
 // ErrNotMapped is wrapped by translations of addresses the page tables do
 // not map.
-var ErrNotMapped = pgtable.ErrFault
+var ErrNotMapped = pgtable.ErrNotMapped
 
 // translator is the kernel's translation regime (TTBR1: swapper_pg_dir).
 type translator struct {
