@@ -237,7 +237,7 @@ func TestVmcoreTasks(t *testing.T) {
 		for _, s := range d.Stacks {
 			if s.Kind == "task" && s.CPU >= 0 {
 				running++
-				if s.State != "R" || s.FP == nil || len(s.FP.Frames) == 0 || s.FP.Frames[0].Origin != "regs-pc" {
+				if s.State != "R" || s.FP == nil || len(s.FP.Frames) == 0 || s.FP.Frames[0].Origin != "stop-pc" {
 					t.Errorf("%s: running task %+v", c.name, s)
 				}
 			}

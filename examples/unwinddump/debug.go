@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/unwind/debuginfo"
 )
 
@@ -91,9 +92,15 @@ func (s source) String() string {
 }
 
 // atPC reports whether a frame of this origin is the instruction itself
-// (a CPU's pc, an exception's pc) rather than a return address.
+// (a CPU's pc at a stop, an exception's pc, a thread's pc, the pc an
+// interrupt took) rather than a return address, which is looked up at
+// its call.
 func atPC(origin string) bool {
-	return origin == "regs-pc" || origin == "pt_regs-pc" || origin == "caller" || origin == "interrupted-pc"
+	switch origin {
+	case fp.OriginStopPC.String(), fp.OriginRegsPC.String(), fp.OriginCaller.String(), fp.OriginInterruptedPC.String():
+		return true
+	}
+	return false
 }
 
 // fill sets the file, line and inlined frames of fs.

@@ -35,7 +35,7 @@ func guessCPUWalk(k *kernel.Kernel, cpu int, why error) (kernel.Result, []string
 		start = r.SP
 	}
 	stacks := []kernel.Stack{block(start)}
-	w := &kernel.Walk{Mem: k.V, ABI: k.ABI, Regs: k.Regs, FP: r.X[29], PC: r.PC, Start: kernel.OriginRegsPC, Layout: k.V.Layout}
+	w := &kernel.Walk{Mem: k.V, ABI: k.ABI, Regs: k.Regs, FP: r.X[29], PC: r.PC, Start: fp.OriginStopPC, Layout: k.V.Layout}
 	if p, err := k.PrologueAt(r.PC); err == nil && p.X30 == kernel.X30Live {
 		w.LR = r.X[30]
 		notes = append(notes, fmt.Sprintf("cpu %d: x30 %#x reported second: %s", cpu, r.X[30], p))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/unwind"
 	"github.com/unwindkit/unwindkit/unwind/core"
 	"github.com/unwindkit/unwindkit/unwind/kernel"
@@ -114,11 +115,11 @@ func writeJSON(w io.Writer, d *jsonDoc) error {
 	return enc.Encode(d)
 }
 
-func endName(e kernel.End) string {
+func endName(e fp.End) string {
 	switch e {
-	case kernel.EndFinal:
+	case fp.EndFinal:
 		return "final"
-	case kernel.EndLimit:
+	case fp.EndStopped:
 		return "limit"
 	}
 	return "error"
@@ -131,14 +132,14 @@ func errString(err error) string {
 	return err.Error()
 }
 
-func kernelFrames(k *kernel.Kernel, fs []kernel.Frame) []jsonFrame {
+func kernelFrames(k *kernel.Kernel, fs []unwind.Frame) []jsonFrame {
 	out := make([]jsonFrame, 0, len(fs))
 	for _, f := range fs {
 		jf := jsonFrame{PC: hex(f.PC), Raw: hex(f.Raw), Printed: k.Format(f.PC), Origin: f.Origin.String(), Stack: f.Stack.String(), Inlined: []jsonInlined{}}
 		if s, ok := k.Sym(f.PC); ok && (s.Size == 0 || f.PC-s.Addr < s.Size) {
 			jf.Symbol, jf.Offset, jf.Size = s.Name, f.PC-s.Addr, s.Size
 		}
-		if f.Origin == kernel.OriginSCS {
+		if f.Origin == fp.OriginSCS {
 			jf.Origin, jf.Stack = "scs", "scs"
 		}
 		out = append(out, jf)
@@ -183,7 +184,7 @@ func userFrames(sym *unwind.Symbolizer, fs []unwind.Frame) []jsonFrame {
 		if s, off, ok := sym.Lookup(f.PC); ok {
 			jf.Symbol, jf.Offset, jf.Size = s.Name, off, s.Size
 		}
-		if f.Origin == unwind.OriginSCS {
+		if f.Origin == fp.OriginSCS {
 			jf.Stack = "scs"
 		}
 		out = append(out, jf)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/unwind"
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 	"github.com/unwindkit/unwindkit/unwind/vmcore"
 )
@@ -19,7 +21,7 @@ type kstack struct {
 	task    *kernel.Task
 	taskHow string // how the CPU's current task was found
 	res     kernel.Result
-	scs     []kernel.Frame
+	scs     []unwind.Frame
 	scsErr  error
 	notes   []string
 	errs    []string
@@ -196,8 +198,12 @@ func dumpKernelCore(w, stderr io.Writer, path string, v *vmcore.Vmcore, files []
 	for _, n := range notes {
 		fmt.Fprintf(w, "  %s\n", n)
 	}
-	if rep.SCSPolicy != "" {
-		fmt.Fprintf(w, "  interrupted x18 kept: %s\n", rep.SCSPolicy)
+	if k.HasSCS() {
+		if rep.SCSPolicyErr != nil {
+			fmt.Fprintf(w, "  interrupted x18 kept: unknown (%v)\n", rep.SCSPolicyErr)
+		} else {
+			fmt.Fprintf(w, "  interrupted x18 kept: %s\n", rep.SCSPolicy)
+		}
 	}
 	for i := range sel {
 		fmt.Fprintln(w)
@@ -280,7 +286,7 @@ func printKStack(w io.Writer, k *kernel.Kernel, s *kstack, o *options) error {
 				raw = fmt.Sprintf("raw %#x", f.Raw)
 			}
 			origin, stack := f.Origin.String(), f.Stack.String()
-			if f.Origin == kernel.OriginSCS {
+			if f.Origin == fp.OriginSCS {
 				origin, stack = "scs", "scs"
 			}
 			fmt.Fprintf(tw, "   #%d\t%s\t[%s, %s]\t%s\n", i, k.Format(f.PC), origin, stack, raw)
@@ -300,9 +306,9 @@ func printKStack(w io.Writer, k *kernel.Kernel, s *kstack, o *options) error {
 	if useFP {
 		if s.res.Err != nil {
 			fmt.Fprintf(w, "FP walk ended with: %v\n", s.res.Err)
-		} else if s.res.End == kernel.EndFinal {
+		} else if s.res.End == fp.EndFinal {
 			fmt.Fprintf(w, "FP walk ended at the task's final frame record\n")
-		} else if s.res.End == kernel.EndLimit {
+		} else if s.res.End == fp.EndStopped {
 			fmt.Fprintf(w, "FP walk ended at the frame limit\n")
 		}
 	}
