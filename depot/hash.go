@@ -132,3 +132,19 @@ func (d *Depot) saveHashed(trace []uint64, h Hash, flags Flags) (Handle, error) 
 	}
 	return saveSlow(d, trace, hash, flags)
 }
+
+// LookupHashed returns the handle of trace, found with the producer's hash
+// h as SaveHashed finds it (one probe, one compare), if d holds it as a
+// persistent record, and stores nothing. It does not take the lock, so it
+// reports false for a trace it cannot find that way (while the table is
+// being rebuilt, or a trace the depot's Filter or MaxFrames would
+// shorten); SaveHashed never stores a trace twice. A producer that must
+// check a new trace before storing it (package unwind/live/stackid) calls
+// LookupHashed first and SaveHashed only on a miss.
+func (d *Depot) LookupHashed(trace []uint64, h Hash) (Handle, bool) {
+	t := d.tab.Load()
+	if t == nil || d.filter != nil || uint(len(trace)-1) >= uint(d.maxFrames) {
+		return 0, false
+	}
+	return d.hitLockFree(t, trace, tracehash.Finish(uint64(h), len(trace)), 0)
+}

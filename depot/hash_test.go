@@ -206,3 +206,32 @@ func TestSaveHashedHitNoAlloc(t *testing.T) {
 		t.Fatalf("%v allocations a hit", a)
 	}
 }
+
+// TestLookupHashed checks that LookupHashed finds what Save stored, with
+// the producer's hash, and stores nothing on a miss.
+func TestLookupHashed(t *testing.T) {
+	d := mustNew(t, Config{})
+	k := d.HashKey()
+	trs := genTraces(3, 20, 19)
+	want := d.mustSave(t, trs[0])
+	if h, ok := d.LookupHashed(trs[0], hashOf(k, trs[0])); !ok || h != want {
+		t.Fatalf("stored trace: %v, %v; want %v", h, ok, want)
+	}
+	if h, ok := d.LookupHashed(trs[1], hashOf(k, trs[1])); ok {
+		t.Fatalf("new trace found: %v", h)
+	}
+	if h, ok := d.LookupHashed(trs[0], hashOf(k, trs[1])); ok {
+		t.Fatalf("stored trace found under another hash: %v", h)
+	}
+	if s := d.Stats(); s.InUse != 1 {
+		t.Fatalf("%d records after lookups, want 1", s.InUse)
+	}
+	// A refcounted record is not reported (a plain lookup must not pin it).
+	r, err := d.SaveFlags(trs[2], FlagGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, ok := d.LookupHashed(trs[2], hashOf(k, trs[2])); ok {
+		t.Fatalf("refcounted record %v found as %v", r, h)
+	}
+}
