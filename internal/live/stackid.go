@@ -29,7 +29,7 @@ import (
 // address returns into one function at one inline depth for the life of
 // the program).
 //
-// Everything else is resolve's: a miss (a new stack), any other skip, a
+// Everything else is ResolveID's: a miss (a new stack), any other skip, a
 // chain that breaks a rule or reaches the cgo boundary, race builds. It
 // walks the chain again, looks up every frame's verdict in the cache
 // (learning the stack first through Callers when one is missing), cuts
@@ -45,43 +45,30 @@ import (
 // the record is Callers' answer itself, a logical record, marked in its
 // first word: the same answer, deduplicated as logical pcs.
 //
-// idSlack is how many physical frames beyond MaxFrames resolve walks for a
+// idSlack is how many physical frames beyond MaxFrames ResolveID walks for a
 // skip.
 const idSlack = 64
 
-// SaveID returns the handle of the stack above start, the frame record of
-// the public Save, which is logical frame 0 of skip (1 is its caller), as
-// Callers counts. It must be called directly by that function, which must
-// not be inlined.
-//
-//go:noinline
-//go:norace
-//go:nocheckptr
-func SaveID(start unsafe.Pointer, skip int, ids *IDs) (uint32, error) {
-	var buf [maxIDFrames]uint64
-	if skip == 1 && (!raceEnabled || ids.walkInRace) {
-		n, h, ok := walkHash(start, buf[:ids.MaxFrames], stopPC.Load(), ids.Seed, ids.Mul)
-		if ok && buf[0] < addrMask {
-			if hd, hit := ids.Lookup(buf[:n], h); hit {
-				return hd, nil
-			}
-		}
-	}
-	return ids.resolve(start, skip, &buf)
-}
+// FastIDs reports whether the public Save takes the one-pass path (not in
+// race builds, where Callers is runtime.Callers).
+const FastIDs = !raceEnabled
 
-// walkHash stores the return addresses of the records from start into rec
-// until rec is full or the chain ends, hashing each one as it stores it
-// (tracehash.Step, written out: the loop calls nothing, even at -N -l),
-// and returns the count and the running hash. ok is false if the walk
-// stopped at a record that broke a rule or at the known boundary stop.
+// WalkHash is the public Save's one pass (stackid.Table.Save, with skip
+// 1): it stores the return addresses of the records from start, the frame
+// record of the public Save, into rec until rec is full or the chain ends,
+// hashing each one as it stores it (tracehash.Step, written out: the loop
+// calls nothing, even at -N -l), and returns the count and the running
+// hash. ok is false if the walk stopped at a record that broke a rule or
+// at the known cgo boundary, or if the first address does not fit below
+// the record's tags: then only ResolveID can say what to store.
 //
 //go:norace
 //go:nocheckptr
-func walkHash(start unsafe.Pointer, rec []uint64, stop uintptr, seed, mul uint64) (int, uint64, bool) {
+func WalkHash(start unsafe.Pointer, rec []uint64, seed, mul uint64) (n int, h uint64, ok bool) {
+	stop := stopPC.Load()
 	limit := min(uintptr(start), ^uintptr(0)-maxStack) + maxStack // limitFor(start), clamped
 	fp := start
-	h := seed
+	h = seed
 	for n := range rec {
 		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
 		next := *(*unsafe.Pointer)(fp)
@@ -89,15 +76,16 @@ func walkHash(start unsafe.Pointer, rec []uint64, stop uintptr, seed, mul uint64
 		t := uint64(ret) * mul
 		h = bits.RotateLeft64(h, tracehash.Rot) ^ t ^ t>>tracehash.Fold
 		if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
-			return n + 1, h, u == 0 && ret != stop
+			return n + 1, h, u == 0 && ret != stop && rec[0] < addrMask
 		}
 		fp = next
 	}
-	return len(rec), h, true
+	return len(rec), h, len(rec) > 0 && rec[0] < addrMask
 }
 
-// idScratch is resolve's reusable memory.
+// idScratch is ResolveID's reusable memory.
 type idScratch struct {
+	rec     [maxIDFrames]uint64
 	phys    []uintptr
 	verdict []verdict
 	logical []uintptr
@@ -106,18 +94,24 @@ type idScratch struct {
 
 var idScratches = sync.Pool{New: func() any { return new(idScratch) }}
 
-// resolve is SaveID's general case (see the top of this file).
+// ResolveID is the public Save's general case (see the top of this file):
+// the handle of the stack above start, the frame record of the public
+// Save, which is logical frame 0 of skip (1 is its caller), as Callers
+// counts. It must be called directly by that function, which must not be
+// inlined.
 //
 //go:noinline
-func (ids *IDs) resolve(start unsafe.Pointer, skip int, buf *[maxIDFrames]uint64) (uint32, error) {
+func ResolveID(start unsafe.Pointer, skip int, ids *IDs) (uint32, error) {
+	idResolves.Add(1)
 	s := idScratches.Get().(*idScratch)
 	defer idScratches.Put(s)
+	buf := &s.rec
 	m := ids.MaxFrames
 	if skip < 0 {
 		skip = 0
 	}
 	// Callers' answer, from the frame of the public Save: frame 0 is
-	// resolve, 1 SaveID, 2 the public Save (none of them inlined).
+	// ResolveID, 1 the public Save (neither inlined).
 	want := 4 * m
 	if cap(s.logical) < want+1 {
 		s.logical = make([]uintptr, want+1)
@@ -125,11 +119,11 @@ func (ids *IDs) resolve(start unsafe.Pointer, skip int, buf *[maxIDFrames]uint64
 	logical := s.logical[:want+1]
 	if raceEnabled && !ids.walkInRace {
 		// Callers is runtime.Callers here: frame 0 is runtime.Callers,
-		// then resolve, SaveID, the public Save.
-		nl := runtime.Callers(clampSkip(skip)+3, logical)
+		// then ResolveID, the public Save.
+		nl := runtime.Callers(clampSkip(skip)+2, logical)
 		return ids.storeLogical(buf, logical[:nl])
 	}
-	nl := idCallers(clampSkip(skip)+2, logical)
+	nl := idCallers(clampSkip(skip)+1, logical)
 	if skip == 0 || skip > maxSkip {
 		return ids.storeLogical(buf, logical[:nl])
 	}
@@ -180,6 +174,10 @@ func (ids *IDs) resolve(start unsafe.Pointer, skip int, buf *[maxIDFrames]uint64
 		return ids.storeLogical(buf, logical[:nl])
 	}
 	end := min(len(phys), p0+m)
+	if end < p0+m && why == rawFull {
+		// The skip took frames the walk needed.
+		return ids.storeLogical(buf, logical[:nl])
+	}
 	if _, ok := verdictOf(end - 1); !ok {
 		return ids.storeLogical(buf, logical[:nl])
 	}

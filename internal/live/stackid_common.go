@@ -2,6 +2,7 @@ package live
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/unwindkit/unwindkit/internal/tracehash"
 )
@@ -47,6 +48,12 @@ type verdict struct {
 	pcs  []uintptr
 }
 
+// Counters of the stack IDs' slow paths, for the tests.
+var (
+	idResolves atomic.Uint64 // ResolveID calls
+	idLogical  atomic.Uint64 // logical records stored (or looked up)
+)
+
 // maxIDFrames bounds IDs.MaxFrames (depot.MaxFramesLimit).
 const maxIDFrames = 256
 
@@ -56,6 +63,7 @@ func (ids *IDs) storeLogical(buf *[maxIDFrames]uint64, pcs []uintptr) (uint32, e
 	if len(pcs) == 0 {
 		return ids.Store(nil, ids.Seed) // the depot's error for an empty trace
 	}
+	idLogical.Add(1)
 	rec := buf[:0]
 	if uint64(pcs[0]) >= addrMask {
 		rec = append(rec, tagLogical|tagWide)

@@ -2,5 +2,5 @@
 
 package live
 
-// idCallers is the Callers that resolve asks (skip 0 is its caller).
+// idCallers is the Callers that ResolveID asks (skip 0 is its caller).
 func idCallers(skip int, pc []uintptr) int { return Callers(skip+1, pc) }

@@ -7,14 +7,23 @@ import (
 	"unsafe"
 )
 
-// SaveID stores Callers' answer (runtime.Callers here: no frame pointers)
-// as a logical record. start is unused.
+// FastIDs is false: without frame pointers there is no one-pass walk.
+const FastIDs = false
+
+// WalkHash returns ok false: there is no walk here.
+func WalkHash(start unsafe.Pointer, rec []uint64, seed, mul uint64) (int, uint64, bool) {
+	return 0, 0, false
+}
+
+// ResolveID stores Callers' answer (runtime.Callers here: no frame
+// pointers) as a logical record. start is unused.
 //
 //go:noinline
-func SaveID(start unsafe.Pointer, skip int, ids *IDs) (uint32, error) {
+func ResolveID(start unsafe.Pointer, skip int, ids *IDs) (uint32, error) {
+	idResolves.Add(1)
 	var buf [maxIDFrames]uint64
 	pc := make([]uintptr, ids.MaxFrames)
-	// Frame 0 is runtime.Callers, 1 SaveID, 2 the public Save.
+	// Frame 0 is runtime.Callers, 1 ResolveID, 2 the public Save.
 	n := runtime.Callers(clampSkip(max(skip, 0))+2, pc)
 	return ids.storeLogical(&buf, pc[:n])
 }
