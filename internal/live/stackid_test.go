@@ -3,6 +3,8 @@ package live
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/unwindkit/unwindkit/depot"
@@ -213,5 +215,95 @@ func TestStackIDLogicalWhereCallersFallsBack(t *testing.T) {
 	c := inSigpanicDefer(0)
 	if d := idLogical.Load() - l0; d < uint64(len(c.rt))-8 {
 		t.Fatalf("a stack through sigpanic stored %d logical records for %d skips", d, len(c.rt))
+	}
+}
+
+// shapeA and shapeB build a stack that spells bits in binary: bit i of
+// bits chooses which of the two calls frame i makes, so every value has
+// its own chain of return addresses.
+//
+//go:noinline
+func shapeA(bits, i int, f func()) {
+	if i == 0 {
+		f()
+		return
+	}
+	if bits&1 == 0 {
+		shapeA(bits>>1, i-1, f)
+	} else {
+		shapeB(bits>>1, i-1, f)
+	}
+}
+
+//go:noinline
+func shapeB(bits, i int, f func()) {
+	if i == 0 {
+		f()
+		return
+	}
+	if bits&1 == 0 {
+		shapeA(bits>>1, i-1, f)
+	} else {
+		shapeB(bits>>1, i-1, f)
+	}
+}
+
+// Saves and fetches from many goroutines at once, each on stacks of its
+// own shape: every fetch, of its own handles and of handles other
+// goroutines published, must be exactly the runtime.Callers captured with
+// it, so that a record mixed up with another's (two shapes differ in many
+// frames) is caught. Run with -race: the walk runs there too (walkInRace).
+func TestStackIDConcurrent(t *testing.T) {
+	d, ids := newTestIDs(64)
+	const workers, shapes, rounds = 4, 64, 6
+	type entry struct {
+		h  uint32
+		rt []uintptr
+	}
+	var mu sync.Mutex
+	var published []entry
+	var wg sync.WaitGroup
+	errc := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for r := range rounds {
+				for k := range shapes {
+					bits := (w*shapes + k) * 2654435761 % (1 << 12)
+					var res idResult
+					var want []uintptr
+					shapeA(bits, 12, func() {
+						pc := make([]uintptr, 128)
+						rr, n := testSaveIDOn(d, ids, 1), runtime.Callers(1, pc)
+						res, want = rr, pc[:n]
+					})
+					if res.err != nil {
+						errc <- res.err
+						return
+					}
+					f := res.fetch(128)
+					if len(f) != len(want) || !equalPCs(f[1:], want[1:]) {
+						errc <- fmt.Errorf("worker %d shape %d round %d: fetched %v\nwant %v", w, bits, r, framesOf(f), framesOf(want))
+						return
+					}
+					mu.Lock()
+					published = append(published, entry{res.h, want})
+					other := published[(w*7919+k*31+r)%len(published)]
+					mu.Unlock()
+					o := idResult{h: other.h, d: d, ids: ids}.fetch(128)
+					if len(o) != len(other.rt) || !equalPCs(o[1:], other.rt[1:]) {
+						errc <- fmt.Errorf("another goroutine's handle %#x: fetched %v\nwant %v", other.h, framesOf(o), framesOf(other.rt))
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	if s := d.Stats(); s.InUse < workers*shapes || s.Hits == 0 {
+		t.Fatalf("%d stacks stored, %d hits: the shapes did not make distinct stacks", s.InUse, s.Hits)
 	}
 }
