@@ -53,34 +53,96 @@ const idSlack = 64
 // race builds, where Callers is runtime.Callers).
 const FastIDs = !raceEnabled
 
-// WalkHash is the public Save's one pass (stackid.Table.Save, with skip
-// 1): it stores the return addresses of the records from start, the frame
-// record of the public Save, into rec until rec is full or the chain ends,
-// hashing each one as it stores it (tracehash.Step, written out: the loop
-// calls nothing, even at -N -l), and returns the count and the running
-// hash. ok is false if the walk stopped at a record that broke a rule or
-// at the known cgo boundary, or if the first address does not fit below
-// the record's tags: then only ResolveID can say what to store.
+// WalkHash is the public Save's one pass (stackid.Table.Save): it stores
+// the return addresses of the records from fp on (start, the frame record
+// of the public Save, or where SkipIDFrames arrived from it) into rec until
+// rec is full or the chain ends, hashing each one as it stores it
+// (tracehash.Step, written out: the loop calls nothing, even at -N -l),
+// and returns the count and the running hash. The first word carries cut,
+// the logical frames to drop from the first frame's expansion. ok is false
+// if the walk stopped at a record that broke a rule or at the known cgo
+// boundary, or if the first address does not fit below the record's tags:
+// then only ResolveID can say what to store.
 //
 //go:norace
 //go:nocheckptr
-func WalkHash(start unsafe.Pointer, rec []uint64, seed, mul uint64) (n int, h uint64, ok bool) {
+func WalkHash(start, fp unsafe.Pointer, cut int, rec []uint64, seed, mul uint64) (n int, h uint64, ok bool) {
+	if len(rec) == 0 {
+		return 0, 0, false
+	}
 	stop := stopPC.Load()
 	limit := min(uintptr(start), ^uintptr(0)-maxStack) + maxStack // limitFor(start), clamped
-	fp := start
 	h = seed
-	for n := range rec {
+	// The first record, with the cut in its word (the loop's body, peeled).
+	ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
+	next := *(*unsafe.Pointer)(fp)
+	w0 := uint64(ret) | uint64(cut)<<addrBits
+	rec[0] = w0
+	t := w0 * mul
+	h = bits.RotateLeft64(h, tracehash.Rot) ^ t ^ t>>tracehash.Fold
+	ok = ret < addrMask && ret != stop
+	if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
+		return 1, h, ok && u == 0
+	}
+	fp = next
+	for n := 1; n < len(rec); n++ {
 		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
 		next := *(*unsafe.Pointer)(fp)
 		rec[n] = uint64(ret)
 		t := uint64(ret) * mul
 		h = bits.RotateLeft64(h, tracehash.Rot) ^ t ^ t>>tracehash.Fold
 		if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
-			return n + 1, h, u == 0 && ret != stop && rec[0] < addrMask
+			return n + 1, h, ok && u == 0 && ret != stop
 		}
 		fp = next
 	}
-	return len(rec), h, len(rec) > 0 && rec[0] < addrMask
+	return len(rec), h, ok
+}
+
+// SkipIDFrames drops skip-1 logical frames of the walk from start (the
+// frame record of the public Save, whose own logical frame is skip 0) by
+// the verdicts of the cache, as Callers drops them, and returns the record
+// of the first frame kept and the logical frames to drop from its
+// expansion (cut). ok is false if a verdict is missing or slow, a record
+// breaks a rule, or the skip passes maxFastSkip frames: then only
+// ResolveID can say what to store.
+//
+//go:norace
+//go:nocheckptr
+func SkipIDFrames(start unsafe.Pointer, skip int) (fp unsafe.Pointer, cut int, ok bool) {
+	fp = start
+	rem := skip - 1
+	for steps := 0; rem > 0; steps++ {
+		if steps > maxFastSkip {
+			return nil, 0, false
+		}
+		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
+		if homeTab[homeHash(ret)].Load() == ret {
+			rem--
+		} else {
+			// lookup is a call, which may move the stack: fp is adjusted
+			// with it (an unsafe.Pointer), and the bound is computed from
+			// start afresh below.
+			k, pcs, found := lookup(ret)
+			switch {
+			case !found || k == kindSlow || !cacheable(ret):
+				return nil, 0, false
+			case k == kindSelf:
+				rem--
+			case len(pcs) <= rem:
+				rem -= len(pcs)
+			default:
+				return fp, rem, true
+			}
+		}
+		limit := limitFor(start)
+		nfp := *(*uintptr)(fp)
+		if nfp <= uintptr(fp) || nfp >= limit || nfp&(ptrSize-1) != 0 {
+			return nil, 0, false
+		}
+		fp = *(*unsafe.Pointer)(fp) // the word just checked, reloaded as a pointer
+	}
+	return fp, 0, true
 }
 
 // idScratch is ResolveID's reusable memory.

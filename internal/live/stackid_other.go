@@ -11,9 +11,12 @@ import (
 const FastIDs = false
 
 // WalkHash returns ok false: there is no walk here.
-func WalkHash(start unsafe.Pointer, rec []uint64, seed, mul uint64) (int, uint64, bool) {
+func WalkHash(start, fp unsafe.Pointer, cut int, rec []uint64, seed, mul uint64) (int, uint64, bool) {
 	return 0, 0, false
 }
+
+// SkipIDFrames returns ok false: there is no walk here.
+func SkipIDFrames(start unsafe.Pointer, skip int) (unsafe.Pointer, int, bool) { return nil, 0, false }
 
 // ResolveID stores Callers' answer (runtime.Callers here: no frame
 // pointers) as a logical record. start is unused.

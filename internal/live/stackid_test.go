@@ -59,11 +59,18 @@ type idResult struct {
 //go:nocheckptr
 func testSaveID(skip int) idResult {
 	start, _ := FrameAndPC()
-	var buf [maxIDFrames]uint64
-	if skip == 1 && (FastIDs || testIDs.walkInRace) {
-		if n, h, ok := WalkHash(start, buf[:testIDs.MaxFrames], testIDs.Seed, testIDs.Mul); ok {
-			if hd, hit := testDepot.LookupHashed(buf[:n], depot.Hash(h)); hit {
-				return idResult{uint32(hd), nil, testDepot, testIDs}
+	if (FastIDs || testIDs.walkInRace) && skip >= 1 {
+		fp, cut, ok := start, 0, true
+		if skip > 1 {
+			fp, cut, ok = SkipIDFrames(start, skip)
+		}
+		if ok {
+			var buf [maxIDFrames]uint64
+			rec := buf[:testIDs.MaxFrames]
+			if n, h, ok := WalkHash(start, fp, cut, rec, testIDs.Seed, testIDs.Mul); ok {
+				if hd, hit := testDepot.LookupHashed(rec[:n], depot.Hash(h)); hit {
+					return idResult{uint32(hd), nil, testDepot, testIDs}
+				}
 			}
 		}
 	}
@@ -78,11 +85,18 @@ func testSaveID(skip int) idResult {
 //go:nocheckptr
 func testSaveIDOn(d *depot.Depot, ids *IDs, skip int) idResult {
 	start, _ := FrameAndPC()
-	var buf [maxIDFrames]uint64
-	if skip == 1 && (FastIDs || ids.walkInRace) {
-		if n, h, ok := WalkHash(start, buf[:ids.MaxFrames], ids.Seed, ids.Mul); ok {
-			if hd, hit := d.LookupHashed(buf[:n], depot.Hash(h)); hit {
-				return idResult{uint32(hd), nil, d, ids}
+	if (FastIDs || ids.walkInRace) && skip >= 1 {
+		fp, cut, ok := start, 0, true
+		if skip > 1 {
+			fp, cut, ok = SkipIDFrames(start, skip)
+		}
+		if ok {
+			var buf [maxIDFrames]uint64
+			rec := buf[:ids.MaxFrames]
+			if n, h, ok := WalkHash(start, fp, cut, rec, ids.Seed, ids.Mul); ok {
+				if hd, hit := d.LookupHashed(rec[:n], depot.Hash(h)); hit {
+					return idResult{uint32(hd), nil, d, ids}
+				}
 			}
 		}
 	}

@@ -29,6 +29,7 @@ package stackid
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/unwindkit/unwindkit/depot"
 	"github.com/unwindkit/unwindkit/internal/live"
@@ -76,7 +77,8 @@ func New(cfg depot.Config) (*Table, error) {
 // stack if it is new. skip is live.Callers' (and runtime.Callers'): 0 is
 // the frame of Save itself, 1 its caller, and so on, counting logical
 // frames. The common case, skip 1, is one pass over the stack (see the
-// package doc); others resolve the skip through live.Callers' cache first.
+// package doc); a larger one first drops the skipped frames by
+// live.Callers' cache, as live.Callers drops them.
 // A stack seen before costs no allocation. A skip past the end of the
 // stack gives the zero Handle and an error wrapping depot.ErrEmpty.
 //
@@ -85,18 +87,71 @@ func New(cfg depot.Config) (*Table, error) {
 //go:nocheckptr
 func (t *Table) Save(skip int) (depot.Handle, error) {
 	start, _ := live.FrameAndPC()
-	var buf [depot.MaxFramesLimit]uint64
-	if skip == 1 && live.FastIDs {
+	if live.FastIDs && skip >= 1 {
 		// One pass: the walk hashes as it stores; the depot compares the
-		// one candidate. (Its body is internal/live's testSaveID.)
-		if n, h, ok := live.WalkHash(start, buf[:t.ids.MaxFrames], t.ids.Seed, t.ids.Mul); ok {
-			if hd, hit := t.d.LookupHashed(buf[:n], depot.Hash(h)); hit {
-				return hd, nil
+		// one candidate. (internal/live's testSaveID is this body.)
+		fp, cut, ok := start, 0, true
+		if skip > 1 {
+			fp, cut, ok = live.SkipIDFrames(start, skip)
+		}
+		if ok {
+			var h depot.Handle
+			var hit bool
+			// A buffer no larger than needed: it is zeroed every call.
+			switch m := t.ids.MaxFrames; {
+			case m <= 16:
+				h, hit = t.find16(start, fp, cut)
+			case m <= 64:
+				h, hit = t.find64(start, fp, cut)
+			default:
+				h, hit = t.find256(start, fp, cut)
+			}
+			if hit {
+				return h, nil
 			}
 		}
 	}
 	h, err := live.ResolveID(start, skip, &t.ids)
 	return depot.Handle(h), err
+}
+
+// find16, find64 and find256 walk from fp (the first frame kept of the
+// walk from start) into a buffer of their size and look the record up.
+
+//go:noinline
+//go:norace
+//go:nocheckptr
+func (t *Table) find16(start, fp unsafe.Pointer, cut int) (depot.Handle, bool) {
+	var buf [16]uint64
+	return t.find(start, fp, cut, buf[:t.ids.MaxFrames])
+}
+
+//go:noinline
+//go:norace
+//go:nocheckptr
+func (t *Table) find64(start, fp unsafe.Pointer, cut int) (depot.Handle, bool) {
+	var buf [64]uint64
+	return t.find(start, fp, cut, buf[:t.ids.MaxFrames])
+}
+
+//go:noinline
+//go:norace
+//go:nocheckptr
+func (t *Table) find256(start, fp unsafe.Pointer, cut int) (depot.Handle, bool) {
+	var buf [depot.MaxFramesLimit]uint64
+	return t.find(start, fp, cut, buf[:t.ids.MaxFrames])
+}
+
+// find is the one pass into rec: the walk and the depot's lookup.
+//
+//go:norace
+//go:nocheckptr
+func (t *Table) find(start, fp unsafe.Pointer, cut int, rec []uint64) (depot.Handle, bool) {
+	n, h, ok := live.WalkHash(start, fp, cut, rec, t.ids.Seed, t.ids.Mul)
+	if !ok {
+		return 0, false
+	}
+	return t.d.LookupHashed(rec[:n], depot.Hash(h))
 }
 
 // Fetch stores in pc the program counters of the stack saved under h, as
