@@ -3,13 +3,11 @@ package stackid_test
 import (
 	"fmt"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/unwindkit/unwindkit/depot"
-	ilive "github.com/unwindkit/unwindkit/internal/live"
+	"github.com/unwindkit/unwindkit/internal/benchbody"
 	"github.com/unwindkit/unwindkit/unwind/live"
 	"github.com/unwindkit/unwindkit/unwind/live/stackid"
 )
@@ -23,26 +21,6 @@ func atDepth(d int, f func()) {
 		return
 	}
 	atDepth(d-1, f)
-}
-
-// mutexPeer is the idiom a Go programmer writes today: runtime.Callers,
-// then a map[string]uint32 keyed by the pcs' bytes (looked up without
-// allocating) behind a sync.Mutex.
-type mutexPeer struct {
-	mu sync.Mutex
-	m  map[string]uint32
-}
-
-func (p *mutexPeer) save(pcs []uintptr) uint32 {
-	key := unsafe.String((*byte)(unsafe.Pointer(unsafe.SliceData(pcs))), len(pcs)*int(unsafe.Sizeof(uintptr(0))))
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if h, ok := p.m[key]; ok {
-		return h
-	}
-	h := uint32(len(p.m) + 1)
-	p.m[string(append([]byte(nil), key...))] = h
-	return h
 }
 
 // contender is one way to get a stack's ID (or, for floors, part of it).
@@ -68,7 +46,7 @@ func sideBySide(b *testing.B, cs []contender, batch int) []float64 {
 				n = 1
 			}
 			t0 := time.Now()
-			ok := runBatch(cs[i].fn, n)
+			ok := benchbody.RunBatch(cs[i].fn, n)
 			d := time.Since(t0)
 			if !ok {
 				b.Fatalf("%s failed", cs[i].name)
@@ -85,19 +63,6 @@ func sideBySide(b *testing.B, cs []contender, batch int) []float64 {
 	return ns
 }
 
-// runBatch calls fn n times, from one call site (so that every call of a
-// contender has the same stack), and reports whether the last call
-// succeeded.
-//
-//go:noinline
-func runBatch(fn func() bool, n int) bool {
-	ok := false
-	for range n {
-		ok = fn()
-	}
-	return ok
-}
-
 // BenchmarkStackIDSideBySide compares, for one stack deeper than the
 // frames kept (depth = frames kept), side by side in one run:
 //
@@ -109,7 +74,7 @@ func runBatch(fn func() bool, n int) bool {
 //     sync.Mutex keyed by the pcs' bytes, the idiom of today;
 //   - callersfp: live.CallersFP(1, pc), a walk that stores the return
 //     addresses and nothing else (the floor of the walk);
-//   - callers and runtime: live.Callers and runtime.Callers alone.
+//   - callers and runtime: live.Callers and runtime.Callers alone;
 //
 // and two floors of onepass: walkhash, its walk and hash alone (no lookup),
 // and lookup, the depot's LookupHashed alone of a stored trace of the
@@ -120,58 +85,25 @@ func runBatch(fn func() bool, n int) bool {
 //
 //	go test -run '^$' -bench StackIDSideBySide -count 5 ./unwind/live/stackid
 func BenchmarkStackIDSideBySide(b *testing.B) {
-	for _, depth := range []int{8, 32, 128} {
+	if !benchbody.StackIDSupported() {
+		b.Skip("no frame pointers")
+	}
+	for _, depth := range benchbody.StackIDDepths {
 		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
-			tb, err := stackid.New(depot.Config{MaxFrames: depth})
+			bcs, err := benchbody.StackIDContenders(depth)
 			if err != nil {
 				b.Fatal(err)
 			}
-			d, err := depot.New(depot.Config{MaxFrames: depth})
-			if err != nil {
-				b.Fatal(err)
-			}
-			peer := &mutexPeer{m: map[string]uint32{}}
-			pc := make([]uintptr, depth)
-			// The floors: the one pass's walk alone (its hash included, into
-			// a buffer), and the depot's lookup alone of a stored trace of
-			// the depth, given its hash.
-			rec := make([]uint64, depth)
-			k := d.HashKey()
-			stored := make([]uint64, depth)
-			for i := range stored {
-				stored[i] = 0x4a0000 + uint64(i)*0x40
-			}
-			storedHash := k.Sum(stored)
-			if _, err := d.Save(stored); err != nil {
-				b.Fatal(err)
+			cs := make([]contender, len(bcs))
+			for i, c := range bcs {
+				cs[i] = contender{c.Name, c.Fn}
 			}
 			var ns []float64
 			atDepth(depth+8, func() {
-				cs := []contender{
-					{"onepass", func() bool { h, err := tb.Save(1); return err == nil && h != 0 }},
-					{"twopass", func() bool {
-						n := live.Callers(1, pc)
-						h, err := d.SavePCs(pc[:n])
-						return err == nil && h != 0 && n == depth
-					}},
-					{"peer", func() bool { n := runtime.Callers(1, pc); return peer.save(pc[:n]) != 0 && n == depth }},
-					{"callersfp", func() bool { n, err := live.CallersFP(1, pc); return err == nil && n == depth }},
-					{"callers", func() bool { return live.Callers(1, pc) == depth }},
-					{"runtime", func() bool { return runtime.Callers(1, pc) == depth }},
-					{"walkhash", func() bool {
-						fp, _ := ilive.FrameAndPC()
-						n, _, ok := ilive.WalkHash(fp, fp, 0, rec, k.Seed, k.Mul)
-						return ok && n == depth
-					}},
-					{"lookup", func() bool { _, ok := d.LookupHashed(stored, storedHash); return ok }},
-				}
 				ns = sideBySide(b, cs, 256)
-				for i, c := range cs {
-					b.ReportMetric(ns[i], c.name+"-ns")
-				}
 			})
-			if s := tb.Stats(); s.Depot.InUse != 1 {
-				b.Fatalf("the one-pass table holds %d stacks, want 1", s.Depot.InUse)
+			for i, c := range cs {
+				b.ReportMetric(ns[i], c.name+"-ns")
 			}
 			b.ReportMetric(ns[2]/ns[0], "peer/onepass")
 			b.ReportMetric(ns[1]/ns[0], "twopass/onepass")
