@@ -93,3 +93,44 @@ func TestSmoke(t *testing.T) {
 	}
 	t.Logf("%+v", tb.Stats())
 }
+
+// saveTwice saves its caller's stack with skip 1 and, through an inlined
+// helper, with skip 2, from one call site each.
+//
+//go:noinline
+func saveTwice(tb *stackid.Table) (depot.Handle, depot.Handle) {
+	a, _ := tb.Save(1)
+	return a, inlinedSave(tb)
+}
+
+func inlinedSave(tb *stackid.Table) depot.Handle { h, _ := tb.Save(2); return h }
+
+// A known stack costs no allocation and takes the same handle, with skip 1
+// and with a skip that cuts into an inlined frame.
+func TestSaveKnownStackNoAlloc(t *testing.T) {
+	tb, err := stackid.New(depot.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a0, b0 depot.Handle
+	runs := 0
+	allocs := testing.AllocsPerRun(100, func() { // its warm-up from one call site, its runs from another
+		a, b := saveTwice(tb)
+		if runs++; runs == 2 {
+			a0, b0 = a, b
+		}
+		if runs == 1 {
+			return
+		}
+		if a == 0 || b == 0 || a != a0 || b != b0 {
+			t.Fatalf("handles %v %v, first %v %v", a, b, a0, b0)
+		}
+	})
+	_, err = live.CallersFP(0, nil)
+	if onePass := !raceBuild && !errors.Is(err, live.ErrNotSupported); onePass && allocs != 0 {
+		t.Fatalf("%v allocations saving known stacks", allocs)
+	}
+	if s := tb.Stats(); s.Depot.InUse != 4 { // two stacks at each of AllocsPerRun's two call sites
+		t.Fatalf("%d stacks stored, want 4", s.Depot.InUse)
+	}
+}
