@@ -1,30 +1,30 @@
 // Package stackid gives the running Go program's stacks 4-byte IDs in one
 // pass: [Table.Save] walks the caller's frame-pointer chain once, hashes
 // each return address as it stores it, and finds or stores the stack in a
-// [depot.Depot]; [Table.Fetch] gives back exactly what
-// [github.com/unwindkit/unwindkit/unwind/live.Callers] would have returned
-// for that stack (logical frames, inlined calls expanded, wrappers hidden,
-// runtime.goexit last), ready for runtime.CallersFrames. An error-wrapping
-// library or a profiler can keep a Handle per stack and symbolize later.
+// [depot.Depot]; [Table.Fetch] gives back exactly what the Callers of
+// package unwind/live would have returned for that stack (logical frames,
+// inlined calls expanded, wrappers hidden, runtime.goexit last), ready for
+// runtime.CallersFrames. An error-wrapping library or a profiler can keep
+// a Handle per stack and symbolize later.
 //
 // What is deduplicated is the physical chain of return addresses, at most
 // the depot's MaxFrames of them from the first frame the skip keeps. A
-// stack seen before costs the walk, the hash (one multiply, shift, rotate
-// and two xors a frame, in the walk's shadow) and the depot's lookup: one
-// probe and one compare of the stored frames. A new stack is checked once
-// against live.Callers' answer for it before it is stored (see below), and
-// the verdicts of its frames that do not record just themselves (inlined
-// calls, hidden wrappers) are kept in the Table, so that a fetch never
-// depends on live.Callers' cache still holding them.
+// stack seen before costs the walk, the hash (a multiply, a shift, a
+// rotate and two xors a frame, in the walk's shadow) and the depot's
+// lookup: one probe and one compare of the stored frames. A new stack is
+// checked once against unwind/live's Callers for it before it is stored,
+// and the verdicts of its frames that do not record just themselves
+// (inlined calls, hidden wrappers) are kept in the Table, so that a fetch
+// never depends on that Callers' cache still holding them.
 //
-// Stacks that live.Callers answers with runtime.Callers are answered the
-// same way here, and as exactly: a stack through runtime.sigpanic, a cgo
-// callback, a broken frame-pointer chain, a skip that ends inside more
-// frames than the walk keeps, a working set of return addresses that does
-// not fit live.Callers' cache, race builds (where every read would be
-// instrumented) and every GOARCH without frame pointers. Their records
-// hold live.Callers' logical pcs themselves (at most MaxFrames of them),
-// deduplicated as such.
+// Stacks that unwind/live's Callers answers with runtime.Callers are
+// answered the same way here, and as exactly: a stack through
+// runtime.sigpanic, a cgo callback, a broken frame-pointer chain, a skip
+// that ends inside more frames than the walk keeps, a working set of
+// return addresses that does not fit the cache, race builds (where every
+// read would be instrumented) and every GOARCH without frame pointers.
+// Their records hold Callers' logical pcs themselves (at most MaxFrames
+// of them), deduplicated as such.
 package stackid
 
 import (
@@ -32,14 +32,14 @@ import (
 	"unsafe"
 
 	"github.com/unwindkit/unwindkit/depot"
-	"github.com/unwindkit/unwindkit/internal/live"
+	ilive "github.com/unwindkit/unwindkit/internal/live"
 )
 
 // A Table gives stacks of the running program Handles in its own depot.
 // It is safe for concurrent use.
 type Table struct {
 	d   *depot.Depot
-	ids live.IDs
+	ids ilive.IDs
 }
 
 // New returns an empty Table whose depot is configured by cfg; cfg.Filter
@@ -56,7 +56,7 @@ func New(cfg depot.Config) (*Table, error) {
 	}
 	t := &Table{d: d}
 	k := d.HashKey()
-	t.ids = live.IDs{
+	t.ids = ilive.IDs{
 		Seed: k.Seed, Mul: k.Mul, MaxFrames: cfg.MaxFrames,
 		Lookup: func(rec []uint64, h uint64) (uint32, bool) {
 			hd, ok := d.LookupHashed(rec, depot.Hash(h))
@@ -86,13 +86,13 @@ func New(cfg depot.Config) (*Table, error) {
 //go:norace
 //go:nocheckptr
 func (t *Table) Save(skip int) (depot.Handle, error) {
-	start, _ := live.FrameAndPC()
-	if live.FastIDs && skip >= 1 {
+	start, _ := ilive.FrameAndPC()
+	if ilive.FastIDs && skip >= 1 {
 		// One pass: the walk hashes as it stores; the depot compares the
 		// one candidate. (internal/live's testSaveID is this body.)
 		fp, cut, ok := start, 0, true
 		if skip > 1 {
-			fp, cut, ok = live.SkipIDFrames(start, skip)
+			fp, cut, ok = ilive.SkipIDFrames(start, skip)
 		}
 		if ok {
 			var h depot.Handle
@@ -111,7 +111,7 @@ func (t *Table) Save(skip int) (depot.Handle, error) {
 			}
 		}
 	}
-	h, err := live.ResolveID(start, skip, &t.ids)
+	h, err := ilive.ResolveID(start, skip, &t.ids)
 	return depot.Handle(h), err
 }
 
@@ -147,7 +147,7 @@ func (t *Table) find256(start, fp unsafe.Pointer, cut int) (depot.Handle, bool) 
 //go:norace
 //go:nocheckptr
 func (t *Table) find(start, fp unsafe.Pointer, cut int, rec []uint64) (depot.Handle, bool) {
-	n, h, ok := live.WalkHash(start, fp, cut, rec, t.ids.Seed, t.ids.Mul)
+	n, h, ok := ilive.WalkHash(start, fp, cut, rec, t.ids.Seed, t.ids.Mul)
 	if !ok {
 		return 0, false
 	}
