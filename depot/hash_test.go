@@ -145,7 +145,7 @@ func TestCollidingTraces(t *testing.T) {
 			}
 			seen[h], hs[i] = true, h
 		}
-		if got := Secondaries(d); got != n-maxSameKey {
+		if got := Secondaries(d); int(got) != n-maxSameKey {
 			t.Fatalf("%d traces under the secondary hash, want %d", got, n-maxSameKey)
 		}
 		cmp, stop := CountCompares()
@@ -162,8 +162,9 @@ func TestCollidingTraces(t *testing.T) {
 			}
 		}
 		stop()
-		if worst > maxSameKey+1 {
-			t.Fatalf("a lookup compared %d records, bound %d", worst, maxSameKey+1)
+		const bound = 5 // SaveHashed's doc: 4, then the one under the secondary hash
+		if worst > bound {
+			t.Fatalf("a lookup compared %d records, bound %d", worst, bound)
 		}
 		if flags == 0 {
 			continue
