@@ -20,6 +20,11 @@ import (
 // into a store holding the 4,096, rebuilt untimed before each block) and
 // fetch; g1 on one goroutine, g2 on two at once.
 //
+// For hits, producer is the depot's Save hit with the producer's hash
+// (SaveHashed given each trace's Hash, as an unwinder that hashes while it
+// walks passes it): its peer/producer is the better peer's time over its
+// own, the speed-up of the one-pass path.
+//
 // The floors are not peers: they show where the depot's time goes. For
 // hits: hash (hashing the trace alone, as the depot and a map[string] do),
 // nohash (the depot's hit given the hash: probe, compare, state check and
@@ -129,7 +134,10 @@ func contenders(b *testing.B, row string, g int) []contender {
 		sinks[w&1][0] += uint64(h)
 	}
 	plain := benchbody.PlainMapOp()
-	return append(cs, contender{name: "hash", op: hash, floor: true},
+	producer := benchbody.ProducerHitOp(d)
+	return append(cs, contender{name: "producer", op: producer, floor: true},
+		contender{name: "hash", op: hash, floor: true},
+		contender{name: "maphash", op: benchbody.MapHashOp(g), floor: true},
 		contender{name: "nohash", op: nohash, floor: true},
 		contender{name: "plainmap", op: plain, floor: true})
 }

@@ -136,7 +136,8 @@ type Depot struct {
 	// written once before tab is first stored and only read afterwards,
 	// so loading tab orders every later read of them.
 	tab       atomic.Pointer[table]
-	seed      maphash.Seed
+	seed      maphash.Seed // of the secondary hash
+	hkey      HashKey      // of the primary hash
 	maxFrames int
 	filter    func(pc uint64) bool
 	countHits bool
@@ -164,6 +165,9 @@ type Depot struct {
 	evictions  uint64
 	nospace    uint64
 	pinned     uint64
+	// secondaries counts records ever stored under their secondary
+	// hash; while it is 0 a miss under the lock need not look there.
+	secondaries uint64
 }
 
 // New returns an empty Depot configured by cfg.
@@ -202,6 +206,7 @@ func (d *Depot) setup(cfg Config) {
 	d.maxWords = recordWords(d.maxFrames)
 	d.pools = make([]atomic.Pointer[pool], np)
 	d.seed = maphash.MakeSeed()
+	d.hkey = newHashKey()
 	d.homeBits = maxTableBits
 	if cfg.Buckets != 0 {
 		d.homeBits = log2ceil(cfg.Buckets)

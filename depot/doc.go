@@ -113,26 +113,42 @@
 // wrongly. An evicted record's entry becomes a tombstone that probes pass
 // over (or an empty slot when nothing follows it), and rebuilds drop them.
 //
+// # Hashing, and producers that hash
+//
+// A trace's hash is the depot's own ([HashKey]: seeded per depot, one
+// multiply, shift, rotate and two xors a frame), so that a producer can
+// compute it while it makes the trace: an unwinder that hashes each return
+// address as it stores it hands the result to [Depot.SaveHashed] (or
+// [Depot.LookupHashed]), and a hit then costs the table probe and one
+// compare of the candidate's frames, without reading the trace to hash
+// it. Save hashes the trace itself with the same function, four frames a
+// step, so both paths give the same handle. A miss checks the producer's
+// hash against the trace before storing it ([ErrHash]).
+//
+// Colliding traces are bounded: a lookup compares at most 4 records whose
+// 64-bit key equals its own; a trace beyond the 4th with the same key is
+// stored under a second, independent hash (the runtime's memhash under a
+// seed of its own), which a lookup computes only after meeting those 4.
+// So a trace set built to collide costs each lookup at most 4 extra record
+// compares and one more hash of its bytes, never a probe through the set
+// (TestCollidingTraces forces every trace of a length to collide).
+//
 // # Speed
 //
-// A Save hit hashes the trace once (the runtime's memhash over the frames'
-// bytes, as a map[string] does), probes the table, reads one record and
+// A Save hit hashes the trace once, probes the table, reads one record and
 // compares every frame; with hit counting on it adds one atomic add, to a
 // counter shard that stays with the goroutine (picked from its stack
 // address), so that goroutines counting hits do not pass one cache line
 // between their cores. It takes no lock and writes nothing shared, so
 // goroutines hitting different traces do not wait for each other.
-// Hashing and comparing are most of its cost: on one goroutine a hit costs
-// about 1.3x an unsynchronised map[string] lookup of the same bytes, and
-// about as much as a map behind an uncontended sync.Mutex (0.92x to 0.98x
-// its speed); see the README's table. BenchmarkSaveHit, BenchmarkSaveMiss,
-// BenchmarkFetch and BenchmarkCompare (interleaved blocks, ratios from
-// the same run) measure the depot, a mutex-guarded map and a sync.Map side
-// by side. BenchmarkCompare adds floors that show where the time goes: the
-// hash alone, the unsynchronised map, the depot's hit given the hash, and
-// its fetch with no handle check. With the hash taken out a hit would be
-// about 1.55x the better peer's speed on one goroutine; with every check
-// taken out a fetch is only as fast as the map's: the copy needs the
-// frame count, which the depot reads from the record and the map from
-// its slice header.
+// Hashing and comparing are most of its cost. SaveHashed leaves the
+// hashing to the producer. See the README's tables: BenchmarkSaveHit,
+// BenchmarkSaveMiss, BenchmarkFetch and BenchmarkCompare (interleaved
+// blocks, ratios from the same run) measure the depot, a mutex-guarded map
+// and a sync.Map side by side; BenchmarkCompare's producer row is
+// SaveHashed given each trace's hash, and its floors show where the time
+// goes: the hash alone (this depot's, and the runtime's memhash for
+// reference), the unsynchronised map, the depot's hit given the hash, and
+// its fetch with no handle check (the copy needs the frame count, which
+// the depot reads from the record and the map from its slice header).
 package depot

@@ -26,8 +26,8 @@ func HashOf(d *Depot, h Handle) (uint64, error) {
 // its hash (HashOf): the probe, the compare, the state check and the hit
 // count, as save does them, without hashing.
 func HitHashed(d *Depot, trace []uint64, hash uint64) (Handle, bool) {
-	loc, _, _, st, ok := lookup(d, d.tab.Load(), trace, hash, maxLockFreeSteps)
-	if !ok || st&stPersistent == 0 {
+	loc, _, _, st, same := lookup(d, d.tab.Load(), trace, hash, maxLockFreeSteps)
+	if same >= 0 || st&stPersistent == 0 {
 		return 0, false
 	}
 	if d.countHits {
@@ -42,4 +42,28 @@ func FetchUnchecked(d *Depot, h Handle, dst []uint64) []uint64 {
 	p, off := d.at(uint32(h))
 	n := frameCount(atomic.LoadUint64(&p[off]))
 	return append(dst, p[off+hdrWords:off+hdrWords+n]...)
+}
+
+// ForceCollisions makes every two traces of one length collide in d's
+// primary hash (its multiplier 0: every frame mixes to 0), for the tests
+// of the bound on colliding traces. It must be called before d is used.
+func ForceCollisions(d *Depot) {
+	d.table()
+	d.hkey.Mul = 0
+}
+
+// CountCompares counts the records every lookup compares, until the
+// returned stop is called (not for concurrent use with other tests).
+func CountCompares() (n *int, stop func()) {
+	n = new(int)
+	testHookCompare = func() { *n++ }
+	return n, func() { testHookCompare = nil }
+}
+
+// Secondaries is the number of records d stored under their secondary
+// hash.
+func Secondaries(d *Depot) uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.secondaries
 }

@@ -2,12 +2,12 @@ package depot
 
 import (
 	"fmt"
-	"hash/maphash"
 	"slices"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/unwindkit/unwindkit/internal/errs"
+	"github.com/unwindkit/unwindkit/internal/tracehash"
 )
 
 // Pool geometry.
@@ -208,8 +208,10 @@ func cut(filter func(pc uint64) bool, trace []uint64) []uint64 {
 // lookup probes at most steps slots of t for trace w. It returns the
 // record and the state word read before its key and frames were compared:
 // under the lock that is the record's state; a lock-free caller (save) must
-// validate it before trusting the match.
-func lookup(d *Depot, t *table, w []uint64, hash uint64, steps int) (uint32, *pool, int, uint64, bool) {
+// validate it before trusting the match. On a miss, same is the number of
+// records it compared whose key word equals w's (same hash and length):
+// at maxSameKey the trace may be stored under its secondary hash.
+func lookup(d *Depot, t *table, w []uint64, hash uint64, steps int) (loc uint32, p *pool, off int, st uint64, same int) {
 	key := keyOf(hash, len(w))
 	tag := entryOf(hash, 0)
 	slots, mask := t.slots, t.mask
@@ -228,25 +230,26 @@ func lookup(d *Depot, t *table, w []uint64, hash uint64, steps int) (uint32, *po
 			// The state is read first: the key and frames read after it
 			// belong to the record it names if the state is validated.
 			st := atomic.LoadUint64(&p[off+1])
-			if atomic.LoadUint64(&p[off]) == key && st&stLive != 0 && equalFrames(p[off+hdrWords:], w) {
-				return loc, p, off, st, true
+			if atomic.LoadUint64(&p[off]) == key && st&stLive != 0 {
+				if testHookCompare != nil {
+					testHookCompare()
+				}
+				if equalFrames(p[off+hdrWords:], w) {
+					return loc, p, off, st, -1
+				}
+				same++
 			}
 		}
 	}
-	return 0, nil, 0, 0, false
+	return 0, nil, 0, 0, same
 }
 
-// save filters and truncates trace and saves it. Its first part is the
-// lock-free hit: the handle of the stored trace, found without the lock
-// unless it is not found within maxLockFreeSteps probes, or it is a
-// refcounted record that a plain Save must pin or whose reference could
-// not be taken; saveSlow then looks again under the lock. A persistent
-// record is never evicted, so frames compared after seeing it persistent
-// are its own. A refcounted one is returned only by the compare-and-swap
-// that takes the reference: it fails if the slot was evicted since the
-// state was read, however often it was reused (the full 40-bit sequence
-// is compared). The hit is written out here rather than called (a call
-// less: 38.7 against 41.5 ns a hit, the mutex map 36 in the same runs).
+// testHookCompare, if set by a test, runs before every frame compare of a
+// lookup, so that a test can count the records a lookup reads.
+var testHookCompare func()
+
+// save filters and truncates trace and saves it, hashing it once
+// (HashKey.Sum; SaveHashed takes the producer's hash instead).
 func (d *Depot) save(trace []uint64, flags Flags) (Handle, error) {
 	t := d.tab.Load()
 	if t == nil || flags&^flagsKnown != 0 || d.filter != nil || uint(len(trace)-1) >= uint(d.maxFrames) {
@@ -255,29 +258,43 @@ func (d *Depot) save(trace []uint64, flags Flags) (Handle, error) {
 			return 0, err
 		}
 	}
-	// The hash a map[string] uses, applied to the frames' bytes in one
-	// call (maphash.Comparable of a string: the runtime's memhash,
-	// AES-based where the CPU has AES, without allocating; maphash.String
-	// hashes in 128-byte pieces at 1.6x the cost for a 32-frame trace,
-	// and a maphash.Hash fed the same bytes costs 2x). It is not a
-	// cryptographic hash: a candidate is trusted only after every frame
-	// compares equal, so a collision costs a longer probe; the seed is
-	// random per depot so that crafted traces cannot force long probes
-	// across runs.
-	hash := maphash.Comparable(d.seed, bytesOf(trace))
-	if loc, p, off, st, ok := lookup(d, t, trace, hash, maxLockFreeSteps); ok {
-		if testHookAfterRead != nil {
-			testHookAfterRead()
-		}
-		if st&stPersistent != 0 || flags&FlagGet != 0 && st&stRefMask != stRefMask &&
-			atomic.CompareAndSwapUint64(&p[off+1], st, st+1) {
-			if d.countHits {
-				d.countHit(unsafe.Pointer(&hash))
-			}
-			return d.handle(loc, st), nil
-		}
+	hash := tracehash.Finish(tracehash.Sum(trace, d.hkey.Seed, d.hkey.Mul), len(trace))
+	if h, ok := d.hitLockFree(t, trace, hash, flags); ok {
+		return h, nil
 	}
 	return saveSlow(d, trace, hash, flags)
+}
+
+// hitLockFree is the lock-free hit of Save and SaveHashed: the handle of
+// the stored trace, found without the lock unless it is not found within
+// maxLockFreeSteps probes, or it is a refcounted record that a plain Save
+// must pin or whose reference could not be taken; saveSlow then looks
+// again under the lock. A persistent record is never evicted, so frames
+// compared after seeing it persistent are its own. A refcounted one is
+// returned only by the compare-and-swap that takes the reference: it fails
+// if the slot was evicted since the state was read, however often it was
+// reused (the full 40-bit sequence is compared). A trace whose primary key
+// names maxSameKey other records is looked up under its secondary hash.
+func (d *Depot) hitLockFree(t *table, trace []uint64, hash uint64, flags Flags) (Handle, bool) {
+	loc, p, off, st, same := lookup(d, t, trace, hash, maxLockFreeSteps)
+	if same >= maxSameKey {
+		hash = d.secondaryHash(trace)
+		loc, p, off, st, same = lookup(d, t, trace, hash, maxLockFreeSteps)
+	}
+	if same >= 0 {
+		return 0, false
+	}
+	if testHookAfterRead != nil {
+		testHookAfterRead()
+	}
+	if st&stPersistent != 0 || flags&FlagGet != 0 && st&stRefMask != stRefMask &&
+		atomic.CompareAndSwapUint64(&p[off+1], st, st+1) {
+		if d.countHits {
+			d.countHit(unsafe.Pointer(&hash))
+		}
+		return d.handle(loc, st), true
+	}
+	return 0, false
 }
 
 // prepare handles what save's fast path leaves: a depot not set up yet,
@@ -322,7 +339,17 @@ func saveSlow(d *Depot, w []uint64, hash uint64, flags Flags) (Handle, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t := d.tab.Load()
-	if loc, p, off, st, ok := lookup(d, t, w, hash, len(t.slots)); ok {
+	loc, p, off, st, same := lookup(d, t, w, hash, len(t.slots))
+	secondary := false
+	if same >= maxSameKey || same >= 0 && d.secondaries > 0 {
+		// Crowded, or it may have been crowded when the trace was stored
+		// (the records that crowded it may have been evicted since).
+		h2 := d.secondaryHash(w)
+		if l2, p2, off2, st2, s2 := lookup(d, t, w, h2, len(t.slots)); s2 < 0 || same >= maxSameKey {
+			loc, p, off, st, same, hash, secondary = l2, p2, off2, st2, s2, h2, true
+		}
+	}
+	if same < 0 {
 		// Under the lock the record cannot be evicted, but lock-free Get
 		// and Put may change its count (never to zero: the last Put takes
 		// the lock).
@@ -343,16 +370,20 @@ func saveSlow(d *Depot, w []uint64, hash uint64, flags Flags) (Handle, error) {
 
 	n := len(w)
 	evictable := flags&FlagGet != 0
-	loc, p, off, err := d.allocLocked(recordWords(n), evictable, flags&FlagNoAlloc != 0)
+	var err error
+	loc, p, off, err = d.allocLocked(recordWords(n), evictable, flags&FlagNoAlloc != 0)
 	if err != nil {
 		d.nospace++
 		return 0, err
+	}
+	if secondary {
+		d.secondaries++
 	}
 	sw := &p[off+1]
 	seq := atomic.LoadUint64(sw) & stSeqMask // a reused slot's sequence, 0 if fresh
 	writeFrames(p[off+hdrWords:off+hdrWords+n], w)
 	atomic.StoreUint64(&p[off], keyOf(hash, n))
-	st := stLive | seq
+	st = stLive | seq
 	if evictable {
 		st |= 1
 		d.refcounted++

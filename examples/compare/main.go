@@ -81,7 +81,7 @@ func run(w io.Writer, short bool) error {
 	defer bw.Flush()
 	header(bw, short)
 	steps := []func(io.Writer, bench) error{
-		modelUnwind, policyCost, liveUnwind, depotTable,
+		modelUnwind, policyCost, liveUnwind, stackIDTable, depotTable,
 		recordTable,
 		func(w io.Writer, b bench) error { return kasanTable(w, b, kasanOps, short) },
 	}
@@ -275,6 +275,53 @@ func liveUnwind(w io.Writer, b bench) error {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "(no other live unwinder in this build; only the baseline is shown.)")
 	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+// stackIDTable compares ways of getting a 4-byte ID for the running
+// program's stack, depth frames kept of a deeper one: the bodies of
+// unwind/live/stackid's BenchmarkStackIDSideBySide (package
+// internal/benchbody).
+func stackIDTable(w io.Writer, b bench) error {
+	fmt.Fprintln(w, "#### Capturing a deduplicated stack of the running Go program: ns per call (the stack seen before)")
+	fmt.Fprintln(w)
+	if !benchbody.StackIDSupported() {
+		fmt.Fprintln(w, "(no frame pointers in this build: nothing to compare.)")
+		fmt.Fprintln(w)
+		return nil
+	}
+	cs, err := benchbody.StackIDContenders(8)
+	if err != nil {
+		return err
+	}
+	cols, sep := "| depth |", "|---:|"
+	for _, c := range cs {
+		cols += " " + c.Desc + " |"
+		sep += "---:|"
+	}
+	cols += " peer / one pass | two passes / one pass | one pass / live.CallersFP | floor / live.CallersFP |"
+	sep += "---:|---:|---:|---:|"
+	fmt.Fprintln(w, cols)
+	fmt.Fprintln(w, sep)
+	for _, depth := range benchbody.StackIDDepths {
+		var bodies []func(*testing.B)
+		for i := range cs {
+			bodies = append(bodies, benchbody.StackIDBody(depth, i))
+		}
+		ns, err := b.run(bodies...)
+		if err != nil {
+			return err
+		}
+		row := fmt.Sprintf("| %d |", depth)
+		for i := range cs {
+			row += fmt.Sprintf(" %.1f |", ns[i])
+		}
+		row += fmt.Sprintf(" %s | %s | %s | %s |", ratio(ns[2]/ns[0]), ratio(ns[1]/ns[0]), ratio(ns[0]/ns[3]), ratio((ns[6]+ns[7])/ns[3]))
+		fmt.Fprintln(w, row)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "The floor is the one pass's walk and hash alone plus the depot's lookup alone: what the one pass cannot go below.")
 	fmt.Fprintln(w)
 	return nil
 }

@@ -168,12 +168,40 @@ func FetchOp(s Store, g int) func(w, i int) {
 }
 
 // HashOp hashes stored trace i alone, with the function the depot uses
-// (maphash.Comparable over the trace's bytes): the depot's floor.
+// (depot.HashKey.Sum): the depot's floor.
 func HashOp(g int) func(w, i int) {
+	set, _ := DepotTraceSet()
+	k := depot.HashKey{Seed: 0x243f6a8885a308d3, Mul: 0x13198a2e03707345}
+	sinks := make([]uint64, max(g, 1)*8) // a cache line apart
+	return func(w, i int) { sinks[w*8] += uint64(k.Sum(set[i%DepotTraces])) }
+}
+
+// MapHashOp hashes stored trace i with maphash.Comparable over its bytes
+// (the runtime's memhash, what a map[string] uses, and the depot's hash
+// before HashKey): a reference for HashOp.
+func MapHashOp(g int) func(w, i int) {
 	set, _ := DepotTraceSet()
 	seed := maphash.MakeSeed()
 	sinks := make([]uint64, max(g, 1)*8) // a cache line apart
 	return func(w, i int) { sinks[w*8] += maphash.Comparable(seed, traceString(set[i%DepotTraces])) }
+}
+
+// ProducerHitOp saves stored trace i into d (holding the stored set) with
+// the producer's hash (Depot.SaveHashed given the trace's Hash, computed
+// beforehand as an unwinder computes it while it walks): the depot's hit
+// in the one-pass path.
+func ProducerHitOp(d *depot.Depot) func(w, i int) {
+	set, _ := DepotTraceSet()
+	k := d.HashKey()
+	hs := make([]depot.Hash, len(set))
+	for i, tr := range set {
+		hs[i] = k.Sum(tr)
+	}
+	return func(_, i int) {
+		if _, err := d.SaveHashed(set[i%DepotTraces], hs[i%DepotTraces]); err != nil {
+			panic(err)
+		}
+	}
 }
 
 // SaveHit saves traces the store already holds (the common case: the same

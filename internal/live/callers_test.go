@@ -45,6 +45,8 @@ func framesOf(pcs []uintptr) []frame {
 type capture struct {
 	rt, lv     [][]uintptr
 	viaWrapper [][]uintptr // Callers through an inlined wrapper
+	id         [][]uintptr // the stack ID's fetch (testSaveID, then Expand)
+	handles    []idResult  // the stack IDs
 	depth      int         // runtime.Callers depth below the capturing frame
 	bufLen     int
 }
@@ -70,7 +72,9 @@ func captureAll(bufLen int) *capture {
 		for _, x := range [][]uintptr{a, b, w} {
 			x[bufLen], x[bufLen+1] = 0xdead, 0xbeef
 		}
-		na, nb, nw := runtime.Callers(s+1, a[:bufLen]), testCallers(s, b[:bufLen]), inlWrap(s+1, w[:bufLen])
+		na, nb, nw, id := runtime.Callers(s+1, a[:bufLen]), testCallers(s, b[:bufLen]), inlWrap(s+1, w[:bufLen]), testSaveID(s+1)
+		c.handles = append(c.handles, id)
+		c.id = append(c.id, id.fetch(bufLen))
 		for _, x := range [][]uintptr{a, b, w} {
 			if x[bufLen] != 0xdead || x[bufLen+1] != 0xbeef {
 				panic(fmt.Sprintf("skip %d: write beyond len(pc)", s))
@@ -105,6 +109,9 @@ func (c *capture) check(t *testing.T) []frame {
 				t.Fatalf("skip %d: pc %d: runtime %#x, Callers %#x, via wrapper %#x\nruntime: %v\nlive:    %v",
 					s, i, rt[i], lv[i], w[i], framesOf(rt), framesOf(lv))
 			}
+		}
+		if err := c.checkID(s); err != nil {
+			t.Fatal(err)
 		}
 		if s <= 1 || s == len(c.rt)-1 {
 			fr, fl, fw := framesOf(rt), framesOf(lv), framesOf(w)

@@ -16,6 +16,7 @@ type cgoCapture struct {
 	fp           []uintptr
 	fpErr        error
 	rt, lv       []uintptr
+	id           idResult
 	runtimeCalls uint64 // Callers' runtime.Callers calls
 	learns       uint64
 }
@@ -31,6 +32,7 @@ func captureInCallback() *cgoCapture {
 		na, nb := runtime.Callers(1, rt), testCallers(0, lv)
 		c.runtimeCalls, c.learns = runtimeCalls.Load()-r0, learnCalls.Load()-l0
 		c.rt, c.lv = rt[:na], lv[:nb]
+		c.id = testSaveID(1) // another line: the capturing frame's pc differs
 	})
 	return c
 }
@@ -82,6 +84,9 @@ func TestCgoCallback(t *testing.T) {
 		}
 		if len(c.rt) != len(c.lv) || !slices.Equal(c.rt[1:], c.lv[1:]) {
 			t.Fatalf("call %d: Callers differs from runtime.Callers\nruntime %v\nCallers %v", i, rt, framesOf(c.lv))
+		}
+		if got := c.id.fetch(128); c.id.err != nil || len(got) != len(c.rt) || !slices.Equal(c.rt[1:], got[1:]) {
+			t.Fatalf("call %d: the stack ID differs from runtime.Callers (%v)\nruntime %v\nfetched %v", i, c.id.err, rt, framesOf(got))
 		}
 		if c.runtimeCalls != 1 {
 			t.Fatalf("call %d: Callers made %d runtime.Callers calls", i, c.runtimeCalls)

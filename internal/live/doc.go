@@ -65,5 +65,13 @@
 // On other GOARCHes CallersFP returns errs.ErrNotSupported and Callers is
 // runtime.Callers.
 //
+// Stack IDs (stackid.go, the engine of package unwind/live/stackid):
+// WalkHash walks the chain once, storing and hashing each return address
+// with the depot's hash, so that a known stack is found by one lookup;
+// SkipIDFrames drops a skip by the cache's verdicts first; ResolveID
+// resolves and checks a new stack against Callers' own answer before it is
+// stored, and IDs.Expand turns a stored chain back into Callers' logical
+// pcs from verdicts the table pins (see the top of stackid.go).
+//
 // The exported front door is live.Callers and live.CallersFP (package unwind/live).
 package live

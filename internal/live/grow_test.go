@@ -27,6 +27,14 @@ func growCapture() (moved bool, err error) {
 	if nb != na || !slices.Equal(a[1:na], b[1:nb]) {
 		return moved, fmt.Errorf("after growth:\nruntime: %v\nlive:    %v", framesOf(a[:na]), framesOf(b[:nb]))
 	}
+	// The stack ID of a new stack learns too (resolve asks Callers).
+	resetCache()
+	before = uintptr(unsafe.Pointer(&x))
+	id := testSaveID(1)
+	moved = moved || uintptr(unsafe.Pointer(&x)) != before
+	if got := id.fetch(128); !slices.Equal(a[1:na], got[1:]) {
+		return moved, fmt.Errorf("stack ID after growth:\nruntime: %v\nfetched: %v", framesOf(a[:na]), framesOf(got))
+	}
 	return moved, nil
 }
 

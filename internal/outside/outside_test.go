@@ -42,6 +42,7 @@ import (
 	"github.com/unwindkit/unwindkit/unwind/debuginfo"
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 	"github.com/unwindkit/unwindkit/unwind/live"
+	"github.com/unwindkit/unwindkit/unwind/live/stackid"
 	"github.com/unwindkit/unwindkit/unwind/machine"
 	"github.com/unwindkit/unwindkit/unwind/prologue"
 	"github.com/unwindkit/unwindkit/unwind/snapshot"
@@ -162,6 +163,21 @@ func main() {
 	}
 	fmt.Println("live:", names[0], n == runtime.Callers(1, pcs))
 
+	ids, err := stackid.New(depot.Config{})
+	check(err)
+	var hs [2]depot.Handle
+	for i := range hs {
+		hs[i], err = ids.Save(1)
+		check(err)
+	}
+	n, err = ids.Fetch(hs[0], pcs)
+	check(err)
+	names = names[:0]
+	for fr := range frames(pcs[:n]) {
+		names = append(names, fr)
+	}
+	fmt.Println("stackid: same handle", hs[0] == hs[1], names[0])
+
 	// Captures: each loader rejects an empty file with an error, not a panic.
 	_, err = snapshot.Load(strings.NewReader(""))
 	fmt.Println("snapshot: error", err != nil)
@@ -204,6 +220,7 @@ machine: SCS 2 frames, FP 2 frames, equal true
 depot: same handle true, [0x400003 0x400002 0x400001]
 percpu: 0 7
 live: main.main true
+stackid: same handle true main.main
 snapshot: error true
 core: error true
 vmcore: error true

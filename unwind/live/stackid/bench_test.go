@@ -1,0 +1,260 @@
+package stackid_test
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/unwindkit/unwindkit/depot"
+	"github.com/unwindkit/unwindkit/internal/benchbody"
+	"github.com/unwindkit/unwindkit/unwind/live"
+	"github.com/unwindkit/unwindkit/unwind/live/stackid"
+)
+
+// atDepth calls f with d more frames below it.
+//
+//go:noinline
+func atDepth(d int, f func()) {
+	if d <= 0 {
+		f()
+		return
+	}
+	atDepth(d-1, f)
+}
+
+// contender is one way to get a stack's ID (or, for floors, part of it).
+type contender struct {
+	name string
+	fn   func() bool // false: it did not do what it should
+}
+
+// sideBySide runs the contenders interleaved, batches of calls each in
+// turn with the order rotating, and returns each one's ns per call in its
+// fastest batch (a batch that was preempted or shared a core is slower,
+// never faster).
+func sideBySide(b *testing.B, cs []contender, batch int) []float64 {
+	best := make([]time.Duration, len(cs))
+	// Round -1 warms up (learns, stores); every call, warm or timed, is
+	// made from the one call site below, so that a contender's stack is
+	// the same every time.
+	for round := -1; round < 0 || b.Loop(); round++ {
+		for k := range cs {
+			i := (k + max(round, 0)) % len(cs)
+			n := batch
+			if round < 0 {
+				n = 1
+			}
+			t0 := time.Now()
+			ok := benchbody.RunBatch(cs[i].fn, n)
+			d := time.Since(t0)
+			if !ok {
+				b.Fatalf("%s failed", cs[i].name)
+			}
+			if round >= 0 && (best[i] == 0 || d < best[i]) {
+				best[i] = d
+			}
+		}
+	}
+	ns := make([]float64, len(cs))
+	for i := range cs {
+		ns[i] = float64(best[i].Nanoseconds()) / float64(batch)
+	}
+	return ns
+}
+
+// BenchmarkStackIDSideBySide compares, for one stack deeper than the
+// frames kept (depth = frames kept), side by side in one run:
+//
+//   - onepass: Table.Save(1), the one-pass stack ID (a Table whose
+//     MaxFrames is the depth);
+//   - twopass: live.Callers(1, pc) then depot.SavePCs (this library's two
+//     passes: the unwinder stores, the depot hashes and compares);
+//   - peer: runtime.Callers(1, pc) then a map[string]uint32 behind a
+//     sync.Mutex keyed by the pcs' bytes, the idiom of today;
+//   - callersfp: live.CallersFP(1, pc), a walk that stores the return
+//     addresses and nothing else (the floor of the walk);
+//   - callers and runtime: live.Callers and runtime.Callers alone;
+//
+// and two floors of onepass: walkhash, its walk and hash alone (no lookup),
+// and lookup, the depot's LookupHashed alone of a stored trace of the
+// depth given its hash. It reports each one's ns per call (fastest batch)
+// and the ratios peer/onepass, twopass/onepass, onepass/callersfp, and
+// walkhash/callersfp and floor/callersfp ((walkhash + lookup) /
+// callersfp: what onepass/callersfp cannot go below).
+//
+//	go test -run '^$' -bench StackIDSideBySide -count 5 ./unwind/live/stackid
+func BenchmarkStackIDSideBySide(b *testing.B) {
+	if !benchbody.StackIDSupported() {
+		b.Skip("no frame pointers")
+	}
+	for _, depth := range benchbody.StackIDDepths {
+		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
+			bcs, err := benchbody.StackIDContenders(depth)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cs := make([]contender, len(bcs))
+			for i, c := range bcs {
+				cs[i] = contender{c.Name, c.Fn}
+			}
+			var ns []float64
+			atDepth(depth+8, func() {
+				ns = sideBySide(b, cs, 256)
+			})
+			for i, c := range cs {
+				b.ReportMetric(ns[i], c.name+"-ns")
+			}
+			b.ReportMetric(ns[2]/ns[0], "peer/onepass")
+			b.ReportMetric(ns[1]/ns[0], "twopass/onepass")
+			b.ReportMetric(ns[0]/ns[3], "onepass/callersfp")
+			b.ReportMetric(ns[5]/ns[4], "runtime/callers")
+			b.ReportMetric(ns[6]/ns[3], "walkhash/callersfp")
+			b.ReportMetric((ns[6]+ns[7])/ns[3], "floor/callersfp")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// Whole stacks, as the error and logging libraries capture them: the
+// stack of a fresh goroutine, depth logical frames down to runtime.goexit
+// (about one physical frame in three of the recursion has a call inlined
+// into it, so two logical frames), captured into a buffer it fits, with the
+// libraries' own call shapes.
+
+// wsRec and wsInl are the recursion: every third physical frame calls on
+// through wsInl, which is inlined into it (two logical frames); the others
+// call wsRec directly.
+//
+//go:noinline
+func wsRec(d int, f func()) {
+	switch {
+	case d <= 0:
+		f()
+	case d%4 == 0:
+		wsInl(d, f)
+	default:
+		wsRec(d-1, f)
+	}
+}
+
+func wsInl(d int, f func()) { wsRec(d-2, f) }
+
+// errorsCallers is pkg/errors' callers(): runtime.Callers(3, pcs[:32])
+// from a function its constructor calls (skip: runtime.Callers, callers,
+// the constructor).
+//
+//go:noinline
+func errorsCallers(unwind func(skip int, pc []uintptr) int) int {
+	var pcs [32]uintptr
+	return unwind(3, pcs[:])
+}
+
+// errorsNew is the constructor (errors.New, inlined into its caller).
+func errorsNew(unwind func(skip int, pc []uintptr) int) int { return errorsCallers(unwind) }
+
+// wholeShape is one library call shape.
+type wholeShape struct {
+	name  string
+	depth int // logical frames of the whole stack
+	buf   int
+}
+
+// BenchmarkWholeStack compares runtime.Callers, live.Callers and the
+// one-pass stack ID (Table.Save with the same skip) on whole stacks that
+// fit the buffer, in the libraries' shapes: pkg/errors (skip 3 into 32
+// pcs) at depth 10 and 32, zap (skip into 64 pcs) at 32, and a 128-pc
+// buffer at depth 100. live.CallersFP (the walk alone, its physical
+// frames) is the floor; savefetch saves and fetches (checking that the
+// fetch has runtime.Callers' count). Reports rt/callers and rt/onepass,
+// the speed-ups.
+//
+//	go test -run '^$' -bench WholeStack -count 5 ./unwind/live/stackid
+func BenchmarkWholeStack(b *testing.B) {
+	for _, sh := range []wholeShape{{"errors", 10, 32}, {"zap", 32, 64}, {"buf128", 100, 128}} {
+		b.Run(fmt.Sprintf("depth=%d/%s", sh.depth, sh.name), func(b *testing.B) {
+			tb, err := stackid.New(depot.Config{MaxFrames: sh.buf})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var ns []float64
+			var counts [4]int
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				// The goroutine's own frames: this closure and wsRec's;
+				// the recursion makes up the rest of depth.
+				wsRec(sh.depth-6, func() {
+					pc := make([]uintptr, sh.buf)
+					rt := func(skip int, pc []uintptr) int { return runtime.Callers(skip, pc) }
+					lv := func(skip int, pc []uintptr) int { return live.Callers(skip, pc) }
+					save := func(skip int, pc []uintptr) int {
+						h, err := tb.Save(skip) // 0 is Save, as 0 is runtime.Callers
+						if err != nil || h == 0 {
+							return -1
+						}
+						n, err := tb.Fetch(h, pc)
+						if err != nil {
+							return -1
+						}
+						return n
+					}
+					// Each contender's closure runs at the same depth, so
+					// each stores the same count.
+					cs := []contender{
+						{"runtime", func() bool { counts[0] = shapeCall(sh, rt, pc); return counts[0] > 0 }},
+						{"callers", func() bool { counts[1] = shapeCall(sh, lv, pc); return counts[1] == counts[0] }},
+						{"onepass", func() bool { h := shapeSave(sh, tb); return h != 0 }},
+						{"callersfp", func() bool { n, err := live.CallersFP(1, pc); counts[3] = n; return err == nil }},
+						{"savefetch", func() bool { counts[2] = shapeCall(sh, save, pc); return counts[2] == counts[0] }},
+					}
+					ns = sideBySide(b, cs, 64)
+				})
+			}()
+			<-done
+			if ns == nil {
+				b.FailNow()
+			}
+			if counts[2] != counts[0] {
+				b.Fatalf("the one-pass stack ID fetched %d pcs, runtime.Callers %d", counts[2], counts[0])
+			}
+			if counts[0] >= sh.buf || counts[0] < sh.depth-8 {
+				b.Fatalf("runtime.Callers stored %d of a %d-pc buffer: not a whole stack of about %d frames", counts[0], sh.buf, sh.depth)
+			}
+			for i, name := range []string{"runtime", "callers", "onepass", "callersfp", "savefetch"} {
+				b.ReportMetric(ns[i], name+"-ns")
+			}
+			b.ReportMetric(float64(counts[0]), "frames")
+			b.ReportMetric(ns[0]/ns[1], "rt/callers")
+			b.ReportMetric(ns[0]/ns[2], "rt/onepass")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// shapeSave saves the stack's ID the library's way (the skip that stores
+// the frames shapeCall stores).
+func shapeSave(sh wholeShape, tb *stackid.Table) depot.Handle {
+	if sh.name == "errors" {
+		return errorsSave(tb)
+	}
+	h, _ := tb.Save(1)
+	return h
+}
+
+// errorsSave is errorsCallers with the stack ID: Save(2) stores what
+// runtime.Callers(3) stores.
+//
+//go:noinline
+func errorsSave(tb *stackid.Table) depot.Handle {
+	h, _ := tb.Save(2)
+	return h
+}
+
+// shapeCall captures the stack the library's way.
+func shapeCall(sh wholeShape, unwind func(skip int, pc []uintptr) int, pc []uintptr) int {
+	if sh.name == "errors" {
+		return errorsNew(unwind)
+	}
+	return unwind(1, pc[:sh.buf])
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package stackid_test
+
+const raceBuild = true
