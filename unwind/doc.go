@@ -27,15 +27,16 @@
 // sibling (it reads its dump through unwind/vmcore). TestLayering checks
 // this drawing against go list:
 //
-//	unwind           → scs, fp, depot                           Source, Save, Frames, SaveToDepot, CompareTraces, Symbolizer
-//	unwind/live      → (internal only)                          Callers, CallersFP: the running Go program
-//	unwind/machine   → unwind, scs, fp, depot, ptrauth          the modelled arm64 machine with its ground truth
-//	unwind/snapshot  → unwind, scs, fp, ptrauth                 captures of real arm64 threads (JSON)
-//	unwind/prologue  → (internal only)                          the arm64 prologue scanner (ELF files, debug/elf, x/arch)
-//	unwind/core      → unwind, scs, fp, ptrauth                 arm64 ELF core files: threads, both unwinders per thread
-//	unwind/vmcore    → ptrauth                                  arm64 kernel vmcores: VMCOREINFO, page tables, kallsyms, BTF
-//	unwind/kernel    → unwind, unwind/vmcore, fp, scs, ptrauth  a vmcore unwound with the rules of the kernel that wrote it
-//	unwind/debuginfo → (internal only)                          file:line and inlined frames from DWARF, read lazily (debug/dwarf)
+//	unwind              → scs, fp, depot                           Source, Save, Frames, SaveToDepot, CompareTraces, Symbolizer
+//	unwind/live         → (internal only)                          Callers, CallersFP: the running Go program
+//	unwind/live/stackid → depot                                    stack IDs in one pass: the running program's stack walked, hashed and deduplicated
+//	unwind/machine      → unwind, scs, fp, depot, ptrauth          the modelled arm64 machine with its ground truth
+//	unwind/snapshot     → unwind, scs, fp, ptrauth                 captures of real arm64 threads (JSON)
+//	unwind/prologue     → (internal only)                          the arm64 prologue scanner (ELF files, debug/elf, x/arch)
+//	unwind/core         → unwind, scs, fp, ptrauth                 arm64 ELF core files: threads, both unwinders per thread
+//	unwind/vmcore       → ptrauth                                  arm64 kernel vmcores: VMCOREINFO, page tables, kallsyms, BTF
+//	unwind/kernel       → unwind, unwind/vmcore, fp, scs, ptrauth  a vmcore unwound with the rules of the kernel that wrote it
+//	unwind/debuginfo    → (internal only)                          file:line and inlined frames from DWARF, read lazily (debug/dwarf)
 //
 // Below the front door (DESIGN.md's layering): fault imports the standard
 // library only; ptrauth and percpu are leaves (fault and the internal

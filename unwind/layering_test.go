@@ -117,7 +117,7 @@ func TestLayering(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	arrow := regexp.MustCompile(`(?m)^//\t(unwind(?:/[a-z]+)?)\s+→ (.+?)\s{2,}\S`)
+	arrow := regexp.MustCompile(`(?m)^//\t(unwind(?:/[a-z]+)*)\s+→ (.+?)\s{2,}\S`)
 	drawn := map[string]bool{}
 	for _, m := range arrow.FindAllStringSubmatch(string(doc), -1) {
 		rel, list := m[1], m[2]
