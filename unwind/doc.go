@@ -44,7 +44,9 @@
 // one vocabulary of frames, fp.Origin); depot → none;
 // unwind → scs, fp, depot. The internal packages import fault, each
 // other, ptrauth and percpu, never a package above them
-// (internal/benchbody, the benchmarks' shared bodies, excepted).
+// (internal/benchbody, the benchmarks' shared bodies, and
+// internal/kcapture, the reader of testdata/kernel's capture fixtures
+// for the module's tests and tools, excepted).
 //
 // A program that only wants live Go stack traces imports unwind/live and
 // links none of the model, debug/elf,

@@ -33,6 +33,9 @@ var layers = []struct {
 	{"unwind/...", []string{"fault", "internal/...", "ptrauth", "percpu", "scs", "fp", "depot", "unwind"}},
 	// The benchmarks' shared bodies drive the products they measure.
 	{"internal/benchbody", []string{"fault", "internal/...", "ptrauth", "percpu", "scs", "fp", "depot", "unwind", "unwind/..."}},
+	// The reader of testdata/kernel's capture fixtures, for the module's
+	// tests and tools: it opens a capture's dumps with unwind/kernel.
+	{"internal/kcapture", []string{"fault", "internal/...", "unwind", "unwind/kernel", "unwind/vmcore"}},
 	{"internal/...", []string{"fault", "internal/...", "ptrauth", "percpu"}},
 	{"examples/...", []string{"..."}}, // programs: anything of the module
 }

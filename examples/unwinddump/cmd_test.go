@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/unwindkit/unwindkit/unwind/kernel"
+	"github.com/unwindkit/unwindkit/internal/kcapture"
 )
 
 const td = "../../testdata/"
@@ -116,7 +116,7 @@ var captures = []string{"deb-6.1", "deb-6.12", "deb-6.12-nolva", "scs-6.12", "sc
 func TestVmcoreStoppedCPU(t *testing.T) {
 	for _, name := range captures {
 		dir := td + "kernel/" + name
-		cp, err := kernel.OpenCapture(dir)
+		cp, err := kcapture.OpenCapture(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,9 +140,9 @@ func TestVmcoreStoppedCPU(t *testing.T) {
 				// The stopped function prints at the offset of its
 				// later call: compare from its caller.
 				chain = chain[1:]
-				printed = printed[kernel.PrintedFrom(printed)+1:]
+				printed = printed[kcapture.PrintedFrom(printed)+1:]
 			}
-			if _, err := kernel.MatchPrinted(chain, printed); err != nil {
+			if _, err := kcapture.MatchPrinted(chain, printed); err != nil {
 				t.Errorf("%s %s: %v\nwalk %q", name, s.Name, err, walk)
 			}
 			if st.FP.End != "final" || st.FP.Error != "" || len(st.Errors) != 0 {
@@ -180,7 +180,7 @@ func TestVmcoreStoppedCPU(t *testing.T) {
 // blockedTasks checks the -tasks -json walks of a capture's t stop
 // against every blocked task's printed trace and returns how many match.
 func blockedTasks(t *testing.T, name string, d *jsonDoc) (same, blocked int) {
-	cp, err := kernel.OpenCapture(td + "kernel/" + name)
+	cp, err := kcapture.OpenCapture(td + "kernel/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,7 +519,7 @@ func TestGuessedBounds(t *testing.T) {
 	n := 0
 	for _, name := range captures {
 		dir := td + "kernel/" + name
-		cp, err := kernel.OpenCapture(dir)
+		cp, err := kcapture.OpenCapture(dir)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -236,13 +236,22 @@ func (s *kstack) title() string {
 	return fmt.Sprintf("task %s: from its cpu_context", t)
 }
 
+// stacksString lists a walk's stacks and where their bounds came from.
+func stacksString(w *kernel.Walk) string {
+	var b strings.Builder
+	for _, s := range w.Stacks {
+		fmt.Fprintf(&b, "%s [%#x, %#x) %s; ", s.Kind, s.Low, s.High, s.How)
+	}
+	return strings.TrimSuffix(b.String(), "; ")
+}
+
 // printKStack prints one stack: the selected techniques' frames as the
 // kernel prints them, each FP frame's origin and stack, and why the SCS
 // copy and the FP walk differ.
 func printKStack(w io.Writer, k *kernel.Kernel, s *kstack, o *options) error {
 	fmt.Fprintf(w, "== %s\n", s.title())
 	if s.res.Walk != nil {
-		fmt.Fprintf(w, "   stacks: %s\n", kernel.StacksString(s.res.Walk))
+		fmt.Fprintf(w, "   stacks: %s\n", stacksString(s.res.Walk))
 	}
 	for _, n := range s.notes {
 		fmt.Fprintf(w, "   %s\n", n)

@@ -9,12 +9,14 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/unwindkit/unwindkit/internal/kcapture"
 	"github.com/unwindkit/unwindkit/unwind"
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 )
 
 // isKernelCapture reports whether path is a directory holding a kernel
-// capture (testdata/kernel/NAME: expected.json and trimmed vmcores).
+// capture (testdata/kernel/NAME: expected.json and trimmed vmcores), the
+// format of this repository's fixtures (internal/kcapture).
 func isKernelCapture(path string) bool {
 	st, err := os.Stat(filepath.Join(path, "expected.json"))
 	return err == nil && st.Mode().IsRegular()
@@ -24,7 +26,7 @@ func isKernelCapture(path string) bool {
 // walk and SCS copy side by side, beside the trace the kernel printed,
 // and at the sysrq-t stop every task's walk against its printed trace.
 func dumpKernel(w io.Writer, dir string) error {
-	cp, err := kernel.OpenCapture(dir)
+	cp, err := kcapture.OpenCapture(dir)
 	if err != nil {
 		return err
 	}
@@ -45,7 +47,7 @@ func dumpKernel(w io.Writer, dir string) error {
 		rep := k.Unwind(s.Name == "t")
 		c := rep.CPUs[s.StoppedCPU]
 		if c.Walk != nil {
-			fmt.Fprintf(w, "   stacks: %s\n", kernel.StacksString(c.Walk))
+			fmt.Fprintf(w, "   stacks: %s\n", stacksString(c.Walk))
 		}
 		scsF, scsErr := c.SCS, c.SCSErr
 		for _, n := range c.SCSNotes {
@@ -86,14 +88,14 @@ func sideBySide(w io.Writer, k *kernel.Kernel, scsF, fpF []unwind.Frame, scsErr,
 		}
 	}
 	at, merr := 0, error(nil)
-	p := kernel.PrintedFrom(printed)
+	p := kcapture.PrintedFrom(printed)
 	later := false // the stopped function printed at a later offset
 	if len(printed) > 0 {
-		at, merr = kernel.MatchPrinted(chain, printed)
+		at, merr = kcapture.MatchPrinted(chain, printed)
 		// A CPU stopped inside a function (past its first instruction)
 		// prints that function at the offset of its later call.
-		if merr != nil && len(chain) > 1 && len(fpF) > 0 && !atFuncStart(k, fpF[0].PC) && p+1 < len(printed) && kernel.FuncOf(chain[0]) == kernel.FuncOf(printed[p]) {
-			if a, err := kernel.MatchPrinted(chain[1:], printed[p+1:]); err == nil && a == 0 {
+		if merr != nil && len(chain) > 1 && len(fpF) > 0 && !atFuncStart(k, fpF[0].PC) && p+1 < len(printed) && kcapture.FuncOf(chain[0]) == kcapture.FuncOf(printed[p]) {
+			if a, err := kcapture.MatchPrinted(chain[1:], printed[p+1:]); err == nil && a == 0 {
 				at, merr, later = 0, nil, true
 			}
 		}
@@ -152,8 +154,8 @@ func sideBySide(w io.Writer, k *kernel.Kernel, scsF, fpF []unwind.Frame, scsErr,
 }
 
 // tasks prints each task's walk from cpu_context against its printed trace.
-func tasks(w io.Writer, cp *kernel.Capture, k *kernel.Kernel, rep *kernel.Report) {
-	byPID := map[int]*kernel.Trace{}
+func tasks(w io.Writer, cp *kcapture.Capture, k *kernel.Kernel, rep *kernel.Report) {
+	byPID := map[int]*kcapture.Trace{}
 	for i := range cp.Expected.Traces {
 		if t := &cp.Expected.Traces[i]; t.Scenario == "t" && t.PID >= 0 {
 			byPID[t.PID] = t
@@ -163,7 +165,7 @@ func tasks(w io.Writer, cp *kernel.Capture, k *kernel.Kernel, rep *kernel.Report
 	fmt.Fprintf(w, "tasks (sysrq-t), each from its cpu_context:\n")
 	for _, t := range rep.Tasks {
 		pt := byPID[t.Task.PID]
-		ws := k.Strings(t.Frames)
+		ws := kcapture.Strings(k, t.Frames)
 		verdict := "not printed"
 		if pt != nil {
 			verdict = "state " + pt.State + ": "

@@ -16,7 +16,8 @@
 // of a vmlinux, executable or library given. -json prints one document
 // whose schema the README's crash-dump section documents. A capture
 // directory is unwound stop by stop beside the kernel's own printed Call
-// trace. -h lists the flags; the exit status is 0 on success, 2 for a
+// trace: that mode is for this repository's fixtures (testdata/kernel,
+// read with the module's internal/kcapture), not a format of crash dumps. -h lists the flags; the exit status is 0 on success, 2 for a
 // usage error, 1 for a failure.
 package main
 
@@ -41,7 +42,7 @@ INPUT is recognised by its content (gzip-compressed files are inflated):
                                        System.map, /proc/kallsyms text, vmlinux
   any other ELF core                   a user core; FILEs are its executable and libraries
   a JSON document                      a snapshot (unwind/snapshot)
-  a directory with expected.json       a kernel capture (testdata/kernel/NAME)
+  a directory with expected.json       a kernel capture of this repository (testdata/kernel/NAME)
 
 flags:
 `

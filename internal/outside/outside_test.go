@@ -188,7 +188,8 @@ func main() {
 	_, err = debuginfo.NewFile("empty", bytes.NewReader(nil), 0)
 	fmt.Println("debuginfo: error", errors.Is(err, debuginfo.ErrCorrupt))
 	fmt.Println("prologue: leaf", prologue.ScanCode("ret", 0x1000, []byte{0xc0, 0x03, 0x5f, 0xd6}).Leaf())
-	fmt.Println("kernel:", kernel.FuncOf("el1h_64_irq_handler+0x18/0x28"))
+	k := &kernel.Kernel{Syms: []vmcore.KSym{{Name: "el1h_64_irq_handler", Addr: 0x1000, Size: 0x28, Type: 't'}}}
+	fmt.Println("kernel:", k.Format(0x1018))
 }
 
 func frames(pcs []uintptr) func(func(string) bool) {
@@ -226,7 +227,7 @@ core: error true
 vmcore: error true
 debuginfo: error true
 prologue: leaf true
-kernel: el1h_64_irq_handler`
+kernel: el1h_64_irq_handler+0x18/0x28`
 
 // TestOutsideModule builds and runs program in a module of its own. It
 // uses the checkout's go.sum and the requirements of its go.mod, so it

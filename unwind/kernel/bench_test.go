@@ -3,7 +3,7 @@ package kernel_test
 import (
 	"testing"
 
-	"github.com/unwindkit/unwindkit/unwind/kernel"
+	"github.com/unwindkit/unwindkit/internal/kcapture"
 )
 
 // BenchmarkRealKernel unwinds the IPI-interrupted CPU of the shipped SCS
@@ -13,7 +13,7 @@ import (
 // copy reads two contiguous ranges through the dump's page tables each
 // time.
 func BenchmarkRealKernel(b *testing.B) {
-	cp, err := kernel.OpenCapture("../../testdata/kernel/scs-6.12")
+	cp, err := kcapture.OpenCapture("../../testdata/kernel/scs-6.12")
 	if err != nil {
 		b.Fatal(err)
 	}

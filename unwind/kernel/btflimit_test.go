@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/unwindkit/unwindkit/internal/kcapture"
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 	"github.com/unwindkit/unwindkit/unwind/vmcore"
 )
@@ -16,7 +17,7 @@ import (
 // anything is read or allocated, naming the dump and the address; the
 // offsets then come from the table, as without BTF.
 func TestBTFSizeBoundedByDump(t *testing.T) {
-	cp, err := kernel.OpenCapture("../../testdata/kernel/deb-6.1")
+	cp, err := kcapture.OpenCapture("../../testdata/kernel/deb-6.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestNewOverBTFLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, err := kernel.OpenCapture("../../testdata/kernel/deb-6.1")
+	cp, err := kcapture.OpenCapture("../../testdata/kernel/deb-6.1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/internal/kcapture"
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 	"github.com/unwindkit/unwindkit/unwind/vmcore"
 )
@@ -66,41 +67,19 @@ func FuzzWalk(f *testing.F) {
 	})
 }
 
-// FuzzParseExpected parses arbitrary expected.json and matches its traces.
-func FuzzParseExpected(f *testing.F) {
-	for _, p := range []string{"../../testdata/kernel/deb-6.1/expected.json", "../../testdata/kernel/deb-6.12/expected.json"} {
-		if b, err := os.ReadFile(p); err == nil {
-			f.Add(b)
-		}
-	}
-	f.Add([]byte(`{"stops":[{"name":"x","trace":3}],"traces":[]}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		e, err := kernel.ParseExpected(b)
-		if err != nil {
-			return
-		}
-		for _, s := range e.Stops {
-			s.SPEL0()
-			if s.Trace >= 0 {
-				kernel.MatchPrinted(e.Traces[s.Trace].Frames, e.Traces[s.Trace].Frames)
-			}
-		}
-	})
-}
-
 // fuzzCaptures are the captures FuzzKernelDump seeds from: a kernel
 // without and one with shadow call stacks.
 var fuzzCaptures = []string{"../../testdata/kernel/deb-6.12", "../../testdata/kernel/scs-6.12"}
 
 type fuzzKernel struct {
-	cp  *kernel.Capture
+	cp  *kcapture.Capture
 	btf *vmcore.BTF
 }
 
 var fuzzKernels = sync.OnceValues(func() ([]fuzzKernel, error) {
 	var out []fuzzKernel
 	for _, d := range fuzzCaptures {
-		cp, err := kernel.OpenCapture(d)
+		cp, err := kcapture.OpenCapture(d)
 		if err != nil {
 			return nil, err
 		}

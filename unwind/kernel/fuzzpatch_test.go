@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/unwindkit/unwindkit/internal/fuzzpatch"
+	"github.com/unwindkit/unwindkit/internal/kcapture"
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 	"github.com/unwindkit/unwindkit/unwind/vmcore"
 )
@@ -28,14 +29,14 @@ var patchStops = []struct {
 
 type patchStop struct {
 	dump []byte
-	cp   *kernel.Capture
+	cp   *kcapture.Capture
 	btf  *vmcore.BTF // nil: the dump's own
 }
 
 var patchStopFiles = sync.OnceValues(func() ([]patchStop, error) {
 	var out []patchStop
 	for _, s := range patchStops {
-		cp, err := kernel.OpenCapture(s.dir)
+		cp, err := kcapture.OpenCapture(s.dir)
 		if err != nil {
 			return nil, err
 		}

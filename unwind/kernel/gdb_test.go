@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/unwindkit/unwindkit/internal/kcapture"
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 )
 
@@ -128,7 +129,7 @@ func TestGDBBacktraceAgreesWithFPWalk(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cp, err := kernel.OpenCapture(dir)
+			cp, err := kcapture.OpenCapture(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -195,7 +196,7 @@ func alignGDB(k *kernel.Kernel, g *gdbStop, fs []unwind.Frame) (int, []string) {
 	agree, i, j := 0, 0, 0
 	for i < len(g.Frames) && j < len(fs) {
 		gf, wf := g.Frames[i], fs[j]
-		name := kernel.FuncOf(k.Format(wf.PC))
+		name := kcapture.FuncOf(k.Format(wf.PC))
 		switch {
 		case gf.PC == wf.PC && gf.Func == name:
 			agree++

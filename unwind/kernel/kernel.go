@@ -158,6 +158,38 @@ func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
 	return k, nil
 }
 
+// MergeDataSyms adds to syms the data symbols of extra (types D, B, R in
+// either case, at or above _etext) that syms lacks: a kernel built
+// without CONFIG_KALLSYMS_ALL lists no data symbols in /proc/kallsyms, and
+// vmlinux's (nm) can supply them without changing any function's size.
+func MergeDataSyms(syms, extra []vmcore.KSym) []vmcore.KSym {
+	have := map[string]bool{}
+	var etext uint64
+	for _, s := range syms {
+		have[s.Name] = true
+		if s.Name == "_etext" {
+			etext = s.Addr
+		}
+	}
+	if etext == 0 {
+		return syms
+	}
+	out := append([]vmcore.KSym(nil), syms...)
+	for _, s := range extra {
+		switch s.Type {
+		case 'D', 'd', 'B', 'b', 'R', 'r':
+		default:
+			continue
+		}
+		if !have[s.Name] && s.Addr >= etext {
+			have[s.Name] = true
+			out = append(out, s)
+		}
+	}
+	vmcore.SortSizes(out)
+	return out
+}
+
 // buildOf identifies a kernel build: OSRELEASE and BUILD-ID.
 func buildOf(v *vmcore.Vmcore) string {
 	return v.Info.OSRelease + " " + v.Info.Raw["BUILD-ID"]

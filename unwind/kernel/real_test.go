@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/internal/kcapture"
 	"github.com/unwindkit/unwindkit/scs"
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 	"github.com/unwindkit/unwindkit/unwind/vmcore"
@@ -57,7 +58,7 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 	}()
 	for _, dir := range captures(t) {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
-			cp, err := kernel.OpenCapture(dir)
+			cp, err := kcapture.OpenCapture(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +93,7 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 				if c.Err != nil || c.End != fp.EndFinal {
 					t.Fatalf("%s: cpu %d walk ended %v: %v", s.Name, s.StoppedCPU, c.End, c.Err)
 				}
-				ws := k.Strings(c.Frames)
+				ws := kcapture.Strings(k, c.Frames)
 				finals := 0
 				for _, r := range rep.CPUs {
 					if r.End == fp.EndFinal {
@@ -125,13 +126,13 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 				if s.Name == "x30" {
 					x30Stops++
 					checkX30(t, k, s, &c, ws, printed)
-				} else if _, err := kernel.MatchPrinted(ws, printed); err != nil {
+				} else if _, err := kcapture.MatchPrinted(ws, printed); err != nil {
 					t.Errorf("%s: cpu %d: %v\nwalk:    %s\nprinted: %s", s.Name, s.StoppedCPU, err, strings.Join(ws, " "), strings.Join(printed, " "))
 				}
-				n := len(printed) - kernel.PrintedFrom(printed)
+				n := len(printed) - kcapture.PrintedFrom(printed)
 				cpuFrames += n
 				how := "contains"
-				t.Logf("%s: cpu %d: walk of %d frames %s the %d printed frames from %s; stacks: %s", s.Name, s.StoppedCPU, len(ws), how, n, printed[kernel.PrintedFrom(printed)], kernel.StacksString(c.Walk))
+				t.Logf("%s: cpu %d: walk of %d frames %s the %d printed frames from %s; stacks: %s", s.Name, s.StoppedCPU, len(ws), how, n, printed[kcapture.PrintedFrom(printed)], stacksString(c.Walk))
 				checkScenario(t, cp, k, s, c.Frames, ws)
 				// Only the x30 stop is inside a prologue after its SCS push;
 				// the others stop at a function's first instruction.
@@ -181,7 +182,7 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 						t.Errorf("t: printed task %s pid %d is not in the dump's task list", tr.Comm, tr.PID)
 						continue
 					}
-					got := k.Strings(w.Frames)
+					got := kcapture.Strings(k, w.Frames)
 					if w.Err != nil || w.End != fp.EndFinal || strings.Join(got, " ") != strings.Join(tr.Frames, " ") {
 						t.Errorf("t: %s pid %d: walk (%v %v)\n  %s\nprinted\n  %s", tr.Comm, tr.PID, w.End, w.Err, strings.Join(got, " "), strings.Join(tr.Frames, " "))
 						continue
@@ -204,9 +205,9 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 }
 
 // checkScenario checks what each stop must show beyond the printed trace.
-func checkScenario(t *testing.T, cp *kernel.Capture, k *kernel.Kernel, s *kernel.Stop, fs []unwind.Frame, ws []string) {
+func checkScenario(t *testing.T, cp *kcapture.Capture, k *kernel.Kernel, s *kcapture.Stop, fs []unwind.Frame, ws []string) {
 	t.Helper()
-	last := kernel.FuncOf(ws[len(ws)-1])
+	last := kcapture.FuncOf(ws[len(ws)-1])
 	if last != "el0t_64_sync" && last != "ret_from_fork" {
 		t.Errorf("%s: the walk ends in %s, not at a task's first frame", s.Name, ws[len(ws)-1])
 	}
@@ -223,7 +224,7 @@ func checkScenario(t *testing.T, cp *kernel.Capture, k *kernel.Kernel, s *kernel
 	// (at its first instruction, or at x30 after its SCS push): x30 is
 	// reported second.
 	second := fp.OriginLR
-	if fs[0].Origin != fp.OriginStopPC || kernel.FuncOf(ws[0]) != s.Func || fs[1].Origin != second {
+	if fs[0].Origin != fp.OriginStopPC || kcapture.FuncOf(ws[0]) != s.Func || fs[1].Origin != second {
 		t.Errorf("%s: the walk starts %s (%v), %v; want the breakpoint function %s and x30", s.Name, ws[0], fs[0].Origin, fs[1].Origin, s.Func)
 	}
 	switch s.Name {
@@ -234,8 +235,8 @@ func checkScenario(t *testing.T, cp *kernel.Capture, k *kernel.Kernel, s *kernel
 		for i, f := range fs {
 			irq = irq || f.Stack == fp.IRQ
 			task = task || f.Stack == fp.Task && irq
-			col = col || kernel.FuncOf(ws[i]) == "call_on_irq_stack" && f.Stack == fp.IRQ
-			el1 = el1 || kernel.FuncOf(ws[i]) == "el1h_64_irq"
+			col = col || kcapture.FuncOf(ws[i]) == "call_on_irq_stack" && f.Stack == fp.IRQ
+			el1 = el1 || kcapture.FuncOf(ws[i]) == "el1h_64_irq"
 		}
 		if !irq || !task || !col || !el1 {
 			t.Errorf("l-ipi: irq stack %v, then task stack %v, call_on_irq_stack %v, el1h_64_irq %v", irq, task, col, el1)
@@ -249,10 +250,10 @@ func checkScenario(t *testing.T, cp *kernel.Capture, k *kernel.Kernel, s *kernel
 				b = append(b, i)
 			}
 		}
-		if len(b) != 1 || kernel.FuncOf(ws[b[0]-1]) != "el1h_64_irq" {
+		if len(b) != 1 || kcapture.FuncOf(ws[b[0]-1]) != "el1h_64_irq" {
 			t.Errorf("l-ipi: exception boundaries at %v", b)
-		} else if p := cp.Expected.Traces[s.Trace].Frames; k.V.Info.Minor == 12 && ws[b[0]] != p[kernel.PrintedFrom(p)] {
-			t.Errorf("l-ipi: 6.12 prints from %s, the boundary is %s", p[kernel.PrintedFrom(p)], ws[b[0]])
+		} else if p := cp.Expected.Traces[s.Trace].Frames; k.V.Info.Minor == 12 && ws[b[0]] != p[kcapture.PrintedFrom(p)] {
+			t.Errorf("l-ipi: 6.12 prints from %s, the boundary is %s", p[kcapture.PrintedFrom(p)], ws[b[0]])
 		}
 	case "l-syscall", "t", "x30":
 		if last != "el0t_64_sync" {
@@ -280,7 +281,7 @@ var scsOnly = map[string]int{}
 // confirms the frame: the walk is the printed trace (the stopped function
 // prints at the offset of its later call). The old walk reported x30 only
 // at a function's first instruction and lacked this frame.
-func checkX30(t *testing.T, k *kernel.Kernel, s *kernel.Stop, c *kernel.CPUResult, ws, printed []string) {
+func checkX30(t *testing.T, k *kernel.Kernel, s *kcapture.Stop, c *kernel.CPUResult, ws, printed []string) {
 	t.Helper()
 	if !k.HasSCS() || c.SCSErr != nil {
 		t.Fatalf("x30: SCS copy: %v", c.SCSErr)
@@ -308,11 +309,11 @@ func checkX30(t *testing.T, k *kernel.Kernel, s *kernel.Stop, c *kernel.CPUResul
 			t.Errorf("x30: row %d only in one technique: %q\n%s", i, r.Note, cmp)
 		}
 	}
-	p := kernel.PrintedFrom(printed)
-	if kernel.FuncOf(ws[0]) != kernel.FuncOf(printed[p]) {
+	p := kcapture.PrintedFrom(printed)
+	if kcapture.FuncOf(ws[0]) != kcapture.FuncOf(printed[p]) {
 		t.Errorf("x30: stopped in %s, printed from %s", ws[0], printed[p])
 	}
-	if at, err := kernel.MatchPrinted(ws[1:], printed[p+1:]); err != nil || at != 0 {
+	if at, err := kcapture.MatchPrinted(ws[1:], printed[p+1:]); err != nil || at != 0 {
 		t.Errorf("x30: FP walk vs printed (at %d): %v\nwalk:    %s\nprinted: %s", at, err, strings.Join(ws, " "), strings.Join(printed, " "))
 	}
 }
@@ -376,7 +377,7 @@ func checkTable(t *testing.T, k *kernel.Kernel) {
 // THREAD_SIZE-aligned block holding sp is per_cpu(irq_stack_ptr), and the
 // walk from gdb's SP_EL0 as current is the same.
 func TestFallbacksAgreeWithDataSymbols(t *testing.T) {
-	cp, err := kernel.OpenCapture("../../testdata/kernel/deb-6.1")
+	cp, err := kcapture.OpenCapture("../../testdata/kernel/deb-6.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,11 +426,20 @@ func TestFallbacksAgreeWithDataSymbols(t *testing.T) {
 		t.Fatal(err1, err2)
 	}
 	if len(wi.Stacks) != 2 || wi.Stacks[1].Low != we.Stacks[1].Low || wi.Stacks[1].Kind != we.Stacks[1].Kind || !strings.HasPrefix(wi.Stacks[1].How, "inferred") {
-		t.Fatalf("inferred %s; from symbols %s", kernel.StacksString(wi), kernel.StacksString(we))
+		t.Fatalf("inferred %s; from symbols %s", stacksString(wi), stacksString(we))
 	}
 	fe, _, erre := we.Run()
 	fi, _, erri := wi.Run()
-	if erre != nil || erri != nil || fmt.Sprint(exact.Strings(fe)) != fmt.Sprint(k1.Strings(fi)) {
-		t.Fatalf("walks differ: %v %v\n%v\n%v", erre, erri, exact.Strings(fe), k1.Strings(fi))
+	if erre != nil || erri != nil || fmt.Sprint(kcapture.Strings(exact, fe)) != fmt.Sprint(kcapture.Strings(k1, fi)) {
+		t.Fatalf("walks differ: %v %v\n%v\n%v", erre, erri, kcapture.Strings(exact, fe), kcapture.Strings(k1, fi))
 	}
+}
+
+// stacksString lists a walk's stacks and where their bounds came from.
+func stacksString(w *kernel.Walk) string {
+	var b strings.Builder
+	for _, s := range w.Stacks {
+		fmt.Fprintf(&b, "%s [%#x, %#x) %s; ", s.Kind, s.Low, s.High, s.How)
+	}
+	return strings.TrimSuffix(b.String(), "; ")
 }

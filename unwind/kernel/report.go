@@ -2,9 +2,6 @@ package kernel
 
 import (
 	"encoding/binary"
-	"fmt"
-	"io"
-	"strings"
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/scs"
@@ -135,45 +132,4 @@ func (k *Kernel) Unwind(tasks bool) *Report {
 		r.Tasks = append(r.Tasks, tr)
 	}
 	return r
-}
-
-// Strings formats frames as the kernel prints them.
-func (k *Kernel) Strings(fs []unwind.Frame) []string {
-	out := make([]string, len(fs))
-	for i, f := range fs {
-		out[i] = k.Format(f.PC)
-	}
-	return out
-}
-
-// Describe writes a walk frame by frame: the printed form, the origin,
-// the stack and the raw value when a PAC was stripped.
-func (k *Kernel) Describe(w io.Writer, r *Result) {
-	for i, f := range r.Frames {
-		raw := ""
-		if f.Raw != f.PC {
-			raw = fmt.Sprintf(" (raw %#x)", f.Raw)
-		}
-		fmt.Fprintf(w, "  #%-2d %-48s %-11s %-8s%s\n", i, k.Format(f.PC), f.Origin, f.Stack, raw)
-	}
-	end := "final frame (task pt_regs stackframe)"
-	switch r.End {
-	case fp.EndError:
-		end = "error"
-	case fp.EndStopped:
-		end = "frame limit"
-	}
-	if r.Err != nil {
-		end += ": " + r.Err.Error()
-	}
-	fmt.Fprintf(w, "  end: %s\n", end)
-}
-
-// StacksString lists a walk's stacks and where their bounds came from.
-func StacksString(w *Walk) string {
-	var b strings.Builder
-	for _, s := range w.Stacks {
-		fmt.Fprintf(&b, "%s [%#x, %#x) %s; ", s.Kind, s.Low, s.High, s.How)
-	}
-	return strings.TrimSuffix(b.String(), "; ")
 }

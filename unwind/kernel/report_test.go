@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/unwindkit/unwindkit/unwind/kernel"
+	"github.com/unwindkit/unwindkit/internal/kcapture"
 )
 
 // A report of every task keeps each task's frames, not the stack bytes
@@ -13,11 +13,11 @@ import (
 // stop retains, per task, stays well below THREAD_SIZE (the old code held
 // each task's 16 KiB stack and each CPU's stacks).
 func TestReportRetainsFramesOnly(t *testing.T) {
-	cp, err := kernel.OpenCapture("../../testdata/kernel/deb-6.12")
+	cp, err := kcapture.OpenCapture("../../testdata/kernel/deb-6.12")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stop *kernel.Stop
+	var stop *kcapture.Stop
 	for i := range cp.Expected.Stops {
 		if cp.Expected.Stops[i].Name == "t" {
 			stop = &cp.Expected.Stops[i]

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/unwindkit/unwindkit/internal/kcapture"
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 	"github.com/unwindkit/unwindkit/unwind/vmcore"
 )
@@ -18,7 +19,7 @@ import (
 // task as running.
 func TestRunningTasksFromCPURegisters(t *testing.T) {
 	for _, dir := range captures(t) {
-		cp, err := kernel.OpenCapture(dir)
+		cp, err := kcapture.OpenCapture(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,8 +59,8 @@ func TestRunningTasksFromCPURegisters(t *testing.T) {
 					continue
 				}
 				got, _, gerr := tw.Run()
-				if fmt.Sprint(k.Strings(got), gerr) != fmt.Sprint(k.Strings(want), werr) || tw.Start != fp.OriginStopPC {
-					t.Errorf("%s: running task %d %s on cpu %d: walk %v (%v), the CPU's %v (%v)", dir, task.PID, task.Comm, c, k.Strings(got), gerr, k.Strings(want), werr)
+				if fmt.Sprint(kcapture.Strings(k, got), gerr) != fmt.Sprint(kcapture.Strings(k, want), werr) || tw.Start != fp.OriginStopPC {
+					t.Errorf("%s: running task %d %s on cpu %d: walk %v (%v), the CPU's %v (%v)", dir, task.PID, task.Comm, c, kcapture.Strings(k, got), gerr, kcapture.Strings(k, want), werr)
 				}
 				if c != k.RunningOn(task.Addr) || !strings.Contains(strings.Join(tw.Notes, "; "), fmt.Sprintf("current on cpu %d", c)) {
 					t.Errorf("%s: running task %d: RunningOn %d, notes %q", dir, task.PID, k.RunningOn(task.Addr), tw.Notes)
@@ -67,8 +68,8 @@ func TestRunningTasksFromCPURegisters(t *testing.T) {
 				if k.HasSCS() {
 					scsT, errT := k.SCSCopyTask(task)
 					scsC, _, errC := k.SCSCopyCPU(c, want)
-					if fmt.Sprint(k.Strings(scsT), errT) != fmt.Sprint(k.Strings(scsC), errC) {
-						t.Errorf("%s: running task %d: SCS copy %v (%v), the CPU's %v (%v)", dir, task.PID, k.Strings(scsT), errT, k.Strings(scsC), errC)
+					if fmt.Sprint(kcapture.Strings(k, scsT), errT) != fmt.Sprint(kcapture.Strings(k, scsC), errC) {
+						t.Errorf("%s: running task %d: SCS copy %v (%v), the CPU's %v (%v)", dir, task.PID, kcapture.Strings(k, scsT), errT, kcapture.Strings(k, scsC), errC)
 					}
 				}
 				t.Logf("%s: pid %d %s running on cpu %d: %d frames from the CPU's registers", dir, task.PID, task.Comm, c, len(got))
@@ -84,7 +85,7 @@ func TestRunningTasksFromCPURegisters(t *testing.T) {
 // user mode is reported with no walk: its kernel stack holds no frame and
 // its cpu_context is stale (scs-6.1-onstack's l-ipi stop: cpu 1 in EL0).
 func TestRunningInUserMode(t *testing.T) {
-	cp, err := kernel.OpenCapture("../../testdata/kernel/scs-6.1-onstack")
+	cp, err := kcapture.OpenCapture("../../testdata/kernel/scs-6.1-onstack")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func runningOn(k *kernel.Kernel, task uint64) int {
 // sysrq-t stop with __entry_task removed from the symbols, it finds the
 // same tasks as per_cpu(__entry_task) (both CPUs run on task stacks).
 func TestCurrentFromStackHoldingSP(t *testing.T) {
-	cp, err := kernel.OpenCapture("../../testdata/kernel/deb-6.12")
+	cp, err := kcapture.OpenCapture("../../testdata/kernel/deb-6.12")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/unwindkit/unwindkit/internal/kcapture"
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 	"github.com/unwindkit/unwindkit/unwind/vmcore"
 )
@@ -44,7 +45,7 @@ func main() {
 	if *raw == "" || *out == "" {
 		log.Fatal("usage: trim -raw KCAP/captures/NAME -out testdata/kernel/NAME")
 	}
-	cp, err := kernel.OpenCapture(*out)
+	cp, err := kcapture.OpenCapture(*out)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -63,13 +64,13 @@ func main() {
 	}
 	for _, t := range cp.Expected.Traces {
 		for _, f := range t.Frames {
-			keep[kernel.FuncOf(f)] = true
+			keep[kcapture.FuncOf(f)] = true
 		}
 	}
 	var pcs []uint64
 	reports := map[string]*kernel.Report{}
 	// The BTF is kept once, in the first stop's vmcore; the other stops
-	// of the same boot use it (kernel.Capture.Kernel does the same).
+	// of the same boot use it (kcapture.Capture.Kernel does the same).
 	var btf *vmcore.BTF
 	var btfBuild string
 	for i := range cp.Expected.Stops {
@@ -163,7 +164,7 @@ func main() {
 	}
 	fmt.Printf("syms.txt.gz: %d symbols, %d bytes\n", len(lines), buf.Len())
 	// Check: the shipped files give the same walks.
-	cp, err = kernel.OpenCapture(*out)
+	cp, err = kcapture.OpenCapture(*out)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,4 +1,12 @@
-package kernel
+// Package kcapture reads this repository's kernel capture fixtures
+// (testdata/kernel/NAME, described in testdata/kernel/README.md): a
+// capture's expected.json (the stops where vmcores were dumped and every
+// trace the kernel printed), its symbols and its trimmed vmcores, and
+// matches walks against the printed traces. Only the module's tests and
+// tools (examples/unwinddump's capture mode, testdata/kernel/trim) use
+// it; a crash-dump program opens its dump with vmcore.Load and
+// kernel.New.
+package kcapture
 
 import (
 	"bytes"
@@ -11,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/unwindkit/unwindkit/unwind"
+	"github.com/unwindkit/unwindkit/unwind/kernel"
 	"github.com/unwindkit/unwindkit/unwind/vmcore"
 )
 
@@ -217,41 +227,9 @@ func OpenCapture(dir string) (*Capture, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", dp, err)
 		}
-		c.Syms = MergeDataSyms(c.Syms, ds)
+		c.Syms = kernel.MergeDataSyms(c.Syms, ds)
 	}
 	return c, nil
-}
-
-// MergeDataSyms adds to syms the data symbols of extra (types D, B, R in
-// either case, at or above _etext) that syms lacks: a kernel built
-// without CONFIG_KALLSYMS_ALL lists no data symbols in /proc/kallsyms, and
-// vmlinux's (nm) can supply them without changing any function's size.
-func MergeDataSyms(syms, extra []vmcore.KSym) []vmcore.KSym {
-	have := map[string]bool{}
-	var etext uint64
-	for _, s := range syms {
-		have[s.Name] = true
-		if s.Name == "_etext" {
-			etext = s.Addr
-		}
-	}
-	if etext == 0 {
-		return syms
-	}
-	out := append([]vmcore.KSym(nil), syms...)
-	for _, s := range extra {
-		switch s.Type {
-		case 'D', 'd', 'B', 'b', 'R', 'r':
-		default:
-			continue
-		}
-		if !have[s.Name] && s.Addr >= etext {
-			have[s.Name] = true
-			out = append(out, s)
-		}
-	}
-	vmcore.SortSizes(out)
-	return out
 }
 
 // Vmcore opens the trimmed vmcore of stop (STOP.vmcore.gz) in memory.
@@ -268,12 +246,12 @@ func (c *Capture) Vmcore(stop string) (*vmcore.Vmcore, error) {
 // the current tasks for kernels without __entry_task among the symbols.
 // The BTF is shipped once per capture, in the first stop's vmcore: the
 // other stops (the same boot) use it.
-func (c *Capture) Kernel(s *Stop) (*Kernel, error) {
+func (c *Capture) Kernel(s *Stop) (*kernel.Kernel, error) {
 	v, err := c.Vmcore(s.Name)
 	if err != nil {
 		return nil, err
 	}
-	opts := Options{Current: s.SPEL0()}
+	opts := kernel.Options{Current: s.SPEL0()}
 	if len(c.Expected.Stops) == 0 {
 		return nil, fmt.Errorf("%s: expected.json: no stops (the first stop's vmcore holds the BTF)", c.Dir)
 	}
@@ -290,7 +268,16 @@ func (c *Capture) Kernel(s *Stop) (*Kernel, error) {
 		}
 		opts.BTF, opts.BTFFrom, opts.BTFBuild = c.btf, first.Name+".vmcore.gz", c.btfBuild
 	}
-	return New(v, c.Syms, opts)
+	return kernel.New(v, c.Syms, opts)
+}
+
+// Strings formats frames as the kernel prints them ([kernel.Kernel.Format]).
+func Strings(k *kernel.Kernel, fs []unwind.Frame) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = k.Format(f.PC)
+	}
+	return out
 }
 
 // readLimited reads the file at path, failing before reading more than

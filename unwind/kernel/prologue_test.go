@@ -1,18 +1,20 @@
-package kernel
+package kernel_test
 
 import (
 	"fmt"
-	"github.com/unwindkit/unwindkit/fp"
 	"strings"
 	"testing"
 
+	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/arm64"
+	"github.com/unwindkit/unwindkit/internal/kcapture"
+	"github.com/unwindkit/unwindkit/unwind/kernel"
 )
 
 // stopAt returns the kernel of dir's stop, reading through an overlay.
-func stopAt(t *testing.T, dir, stop string) (*Kernel, *overlay, *Stop) {
+func stopAt(t *testing.T, dir, stop string) (*kernel.Kernel, *overlay, *kcapture.Stop) {
 	t.Helper()
-	cp, err := OpenCapture(dir)
+	cp, err := kcapture.OpenCapture(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,8 +24,8 @@ func stopAt(t *testing.T, dir, stop string) (*Kernel, *overlay, *Stop) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			o := &overlay{base: k.mem}
-			k.mem = o
+			o := &overlay{}
+			o.base = kernel.SetMem(k, o)
 			return k, o, s
 		}
 	}
@@ -40,7 +42,7 @@ func stopAt(t *testing.T, dir, stop string) (*Kernel, *overlay, *Stop) {
 // instructions decided. The old walk reported x30 only at +0.
 func TestDebianStopAfterFtraceNOPs(t *testing.T) {
 	k, o, s := stopAt(t, "../../testdata/kernel/deb-6.1", "l-ipi")
-	a := k.sym["showacpu"]
+	a := kernel.SymAddr(k, "showacpu")
 	o.setCode(a, []uint32{arm64.NOP, arm64.NOP, arm64.PACIASP, arm64.StpPre(arm64.X29, arm64.X30, arm64.SP, -32), arm64.AddImm(arm64.X29, arm64.SP, 0)})
 	r := &k.V.CPUs[s.StoppedCPU].Regs
 	for _, c := range []struct {
@@ -65,7 +67,7 @@ func TestDebianStopAfterFtraceNOPs(t *testing.T) {
 			t.Fatal(err)
 		}
 		fs, _, err := w.Run()
-		ws := k.Strings(fs)
+		ws := kcapture.Strings(k, fs)
 		notes := strings.Join(w.Notes, "; ")
 		if err != nil || len(fs) < 3 || fs[1].Origin != fp.OriginLR || ws[1] != "__flush_smp_call_function_queue+0xd8/0x25c" || fs[1].Raw != x30 ||
 			!strings.Contains(notes, "reported second") || !strings.Contains(notes, c.why) {
@@ -79,7 +81,7 @@ func TestDebianStopAfterFtraceNOPs(t *testing.T) {
 		t.Errorf("showacpu+0x14: LR %#x, %v, notes %q", w.LR, err, w.Notes)
 	}
 	// Code the dump does not hold: not decided, said so, x30 not reported.
-	r.PC = k.sym["showacpu"] + 0x40
+	r.PC = kernel.SymAddr(k, "showacpu") + 0x40
 	o.patches = nil
 	if w, err := k.CPUWalk(s.StoppedCPU); err != nil || w.LR != 0 || !strings.Contains(strings.Join(w.Notes, "; "), "unknown: code of showacpu") {
 		t.Errorf("unreadable code: LR %#x, %v, notes %q", w.LR, err, w.Notes)
@@ -99,7 +101,7 @@ func TestPrologueStepsOnRealSCSCode(t *testing.T) {
 	k, _, s := stopAt(t, "../../testdata/kernel/scs-6.1", "x30")
 	r := &k.V.CPUs[s.StoppedCPU].Regs
 	orig := *r
-	a := k.sym[s.Func]
+	a := kernel.SymAddr(k, s.Func)
 	if r.PC != a+0x10 {
 		t.Fatalf("x30 stop at %s", k.Format(r.PC))
 	}
@@ -134,7 +136,7 @@ func TestPrologueStepsOnRealSCSCode(t *testing.T) {
 		}
 		fs, end, err := w.Run()
 		if err != nil || end != fp.EndFinal || len(fs) < 3 {
-			t.Fatalf("+%#x: %v %v %v", c.off, k.Strings(fs), end, err)
+			t.Fatalf("+%#x: %v %v %v", c.off, kcapture.Strings(k, fs), end, err)
 		}
 		notes := strings.Join(w.Notes, "; ")
 		wantOrigin := fp.OriginLR
@@ -150,9 +152,9 @@ func TestPrologueStepsOnRealSCSCode(t *testing.T) {
 			wantSCS0 = fp.OriginLR
 		}
 		if err != nil || len(scsF) == 0 || scsF[0].PC != caller || scsF[0].Raw != orig.X[30] || scsF[0].Origin != wantSCS0 {
-			t.Errorf("+%#x: SCS copy %v (%v), want x30 first as %v\nnotes: %s", c.off, k.Strings(scsF), err, wantSCS0, strings.Join(scsNotes, "; "))
+			t.Errorf("+%#x: SCS copy %v (%v), want x30 first as %v\nnotes: %s", c.off, kcapture.Strings(k, scsF), err, wantSCS0, strings.Join(scsNotes, "; "))
 		}
-		gotFP, gotSCS := fmt.Sprint(k.Strings(fs[1:])), fmt.Sprint(k.Strings(scsF))
+		gotFP, gotSCS := fmt.Sprint(kcapture.Strings(k, fs[1:])), fmt.Sprint(kcapture.Strings(k, scsF))
 		if wantFP == "" {
 			wantFP, wantSCS = gotFP, gotSCS
 		}

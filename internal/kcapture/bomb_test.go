@@ -1,4 +1,4 @@
-package kernel_test
+package kcapture_test
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/unwindkit/unwindkit/unwind/kernel"
+	"github.com/unwindkit/unwindkit/internal/kcapture"
 )
 
 // gzipZeros returns a gzip file of n MiB of zeros: n concatenated members
@@ -48,7 +48,7 @@ func TestCaptureVmcoreBomb(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "bomb.vmcore.gz"), bomb, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cp := &kernel.Capture{Dir: dir}
+	cp := &kcapture.Capture{Dir: dir}
 	var err error
 	alloc, d := allocated(func() { _, err = cp.Vmcore("bomb") })
 	t.Logf("%d-byte bomb: %v, %d bytes allocated, %v", len(bomb), err, alloc, d)
@@ -63,7 +63,7 @@ func TestCaptureVmcoreBomb(t *testing.T) {
 // The shipped trimmed vmcores load with one allocation of their size:
 // the largest, 4.7 MiB from 1.5 MB, allocates little more than that.
 func TestCaptureVmcoreSizedOnce(t *testing.T) {
-	cp := &kernel.Capture{Dir: "../../testdata/kernel/deb-6.12"}
+	cp := &kcapture.Capture{Dir: "../../testdata/kernel/deb-6.12"}
 	var err error
 	alloc, _ := allocated(func() { _, err = cp.Vmcore("l-syscall") })
 	if err != nil {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package kcapture_test
+
+const race = false
