@@ -282,7 +282,7 @@ func TestStackIDConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for r := range rounds {
 				for k := range shapes {
-					bits := (w*shapes + k) * 2654435761 % (1 << 12)
+					bits := int(uint64(w*shapes+k) * 2654435761 % (1 << 12))
 					var res idResult
 					var want []uintptr
 					shapeA(bits, 12, func() {
