@@ -2,11 +2,9 @@ package snapshot
 
 import (
 	"bytes"
-	"errors"
 	"path/filepath"
 	"testing"
 
-	"github.com/unwindkit/unwindkit/internal/errs"
 	"github.com/unwindkit/unwindkit/internal/fuzzpatch"
 )
 
@@ -35,29 +33,6 @@ func FuzzPatchLoad(f *testing.F) {
 	f.Fuzz(func(t *testing.T, which uint8, patch []byte) {
 		in := fuzzpatch.Apply(bases[int(which)%len(bases)], patch)
 		s, err := Load(bytes.NewReader(in))
-		if err != nil {
-			if s != nil {
-				t.Fatal("snapshot with error")
-			}
-			if !errors.Is(err, errs.ErrCorrupt) {
-				t.Fatalf("error %v does not wrap ErrCorrupt", err)
-			}
-			return
-		}
-		if r := s.Memory.Find(s.Regs.SP); r == nil || r.Kind != KindStack {
-			t.Fatalf("sp %#x not in a stack region", s.Regs.SP)
-		}
-		if s.HasSCS {
-			r := s.SCSRegion()
-			if r == nil || r.Kind != KindSCS || s.Regs.X18 < s.SCSBase || s.Regs.X18 > r.End() {
-				t.Fatalf("x18 %#x / scs_base %#x inconsistent with %v", s.Regs.X18, s.SCSBase, r)
-			}
-		}
-		rs := s.Memory.Regions()
-		for i := 1; i < len(rs); i++ {
-			if rs[i-1].End() > rs[i].Base {
-				t.Fatalf("regions overlap: %v %v", rs[i-1], rs[i])
-			}
-		}
+		checkLoaded(t, s, err)
 	})
 }

@@ -366,30 +366,8 @@ func FuzzLoad(f *testing.F) {
 		} else if !valid && err == nil {
 			t.Fatalf("encoding/json rejects the document, Load accepts it")
 		}
-		if err != nil {
-			if s != nil {
-				t.Fatal("snapshot with error")
-			}
-			if !errors.Is(err, errs.ErrCorrupt) {
-				t.Fatalf("error %v does not wrap ErrCorrupt", err)
-			}
+		if !checkLoaded(t, s, err) {
 			return
-		}
-		// A loaded snapshot keeps the promises Load checks.
-		if r := s.Memory.Find(s.Regs.SP); r == nil || r.Kind != KindStack {
-			t.Fatalf("sp %#x not in a stack region", s.Regs.SP)
-		}
-		if s.HasSCS {
-			r := s.SCSRegion()
-			if r == nil || r.Kind != KindSCS || s.Regs.X18 < s.SCSBase || s.Regs.X18 > r.End() {
-				t.Fatalf("x18 %#x / scs_base %#x inconsistent with %v", s.Regs.X18, s.SCSBase, r)
-			}
-		}
-		rs := s.Memory.Regions()
-		for i := 1; i < len(rs); i++ {
-			if rs[i-1].End() > rs[i].Base {
-				t.Fatalf("regions overlap: %v %v", rs[i-1], rs[i])
-			}
 		}
 		for _, sym := range s.Symbols.Symbols() {
 			got, _, ok := s.Symbols.Lookup(sym.Addr)
@@ -398,4 +376,38 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkLoaded checks what Load promises for one result: an error is
+// alone and wraps ErrCorrupt; a loaded snapshot has sp in a stack
+// region, x18 within its shadow stack, and regions that do not
+// overlap. It reports whether s was loaded. Both fuzz targets of Load
+// check it.
+func checkLoaded(t *testing.T, s *Snapshot, err error) bool {
+	t.Helper()
+	if err != nil {
+		if s != nil {
+			t.Fatal("snapshot with error")
+		}
+		if !errors.Is(err, errs.ErrCorrupt) {
+			t.Fatalf("error %v does not wrap ErrCorrupt", err)
+		}
+		return false
+	}
+	if r := s.Memory.Find(s.Regs.SP); r == nil || r.Kind != KindStack {
+		t.Fatalf("sp %#x not in a stack region", s.Regs.SP)
+	}
+	if s.HasSCS {
+		r := s.SCSRegion()
+		if r == nil || r.Kind != KindSCS || s.Regs.X18 < s.SCSBase || s.Regs.X18 > r.End() {
+			t.Fatalf("x18 %#x / scs_base %#x inconsistent with %v", s.Regs.X18, s.SCSBase, r)
+		}
+	}
+	rs := s.Memory.Regions()
+	for i := 1; i < len(rs); i++ {
+		if rs[i-1].End() > rs[i].Base {
+			t.Fatalf("regions overlap: %v %v", rs[i-1], rs[i])
+		}
+	}
+	return true
 }
