@@ -1,5 +1,7 @@
 package fp
 
+import "fmt"
+
 // Layout of the objects the unwinder reads, in bytes (arm64 Linux). These
 // are the kernel ABI (arch/arm64/include/asm/ptrace.h,
 // asm/stacktrace/frame.h, asm/memory.h), defined here once for the module:
@@ -219,14 +221,52 @@ const (
 	FlagKretprobe
 )
 
-// Frame is one unwound frame.
+// Frame is one unwound frame with its provenance: the module's one frame
+// type. The frame-pointer walk ([Frames]), the shadow call stack copy
+// (package scs, whose Frame is this type) and the front door (package
+// unwind, whose Frame is this type too) all yield it, and the readers of
+// real memory (unwind/core, unwind/kernel) report their traces with it.
 type Frame struct {
-	PC     uint64    // return address after PAC strip and trampoline recovery
-	Raw    uint64    // the value as read (record lr, regs pc or start PC), before strip and recovery
-	FP     uint64    // the frame pointer after this step: where the next record is expected
-	Origin Origin    // where PC came from
-	Stack  StackKind // stack holding the object PC was read from (for the first frame: the stack holding the start FP)
-	Flags  Flags     // trampoline recoveries applied to PC
+	// PC is the return address after PAC strip and trampoline recovery.
+	PC uint64
+	// Raw is the value as read (a record's lr, a pt_regs pc, a start PC or
+	// a shadow stack slot), before strip and recovery.
+	Raw uint64
+	// FP is, for a frame-pointer walk's frame, the frame pointer after
+	// this step: where the next record is expected. 0 for a shadow stack
+	// copy's frames.
+	FP uint64
+	// Addr is, for a shadow stack slot (OriginSCS), the slot's address;
+	// 0 otherwise.
+	Addr uint64
+	// Symbol is the frame's name as the front door's symbolizer gives it
+	// (function+offset, or hex); empty from [Frames] and scs.Frames, which
+	// know no symbols.
+	Symbol string
+	// Origin says where PC came from.
+	Origin Origin
+	// Stack is the kind of stack holding the object PC was read from (for
+	// a walk's first frame: the stack holding the start FP). For a shadow
+	// call stack copy's frames it is the kind of stack the slot's context
+	// runs on: Task, IRQ, SDEINormal or SDEICritical (scs.ContextOf maps
+	// it back to the context).
+	Stack StackKind
+	// Flags are the trampoline recoveries applied to PC (0: none).
+	Flags Flags
+}
+
+// Recovered reports whether a trampoline (function graph or kretprobe)
+// was replaced by the real return address.
+func (f Frame) Recovered() bool { return f.Flags != 0 }
+
+// String returns the frame's symbol (or PC in hex) and its origin in
+// brackets, as comparison tables show it: "handle_arch_irq+0x14 [scs]".
+func (f Frame) String() string {
+	s := f.Symbol
+	if s == "" {
+		s = fmt.Sprintf("%#x", f.PC)
+	}
+	return fmt.Sprintf("%s [%s]", s, f.Origin)
 }
 
 // End says how a walk ended. Its String is the end's lowercase name, e.g.

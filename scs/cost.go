@@ -167,10 +167,10 @@ var switchCost = Cost{Loads: 1, Stores: 1, Insns: 3}
 
 func init() {
 	for k := range 2 {
-		for p := range numPolicies {
+		for p := ThreadInfo; p < numPolicies; p++ {
 			for c := CtxIRQ; c < NumContexts; c++ {
 				for e := range 2 {
-					costTable[k][p][c][e] = costOf(sequence(Policy(p), c, e == 1), k == 1)
+					costTable[k][p][c][e] = costOf(sequence(p, c, e == 1), k == 1)
 				}
 			}
 		}

@@ -50,7 +50,7 @@ func ExampleFrames() {
 			fmt.Println(err)
 			break
 		}
-		fmt.Printf("%#x %-13s %s\n", f.PC, f.Context, f.Origin)
+		fmt.Printf("%#x %-13s %s\n", f.PC, scs.ContextOf(f.Stack), f.Origin)
 	}
 	// Output:
 	// 0xffff800080003000 sdei-critical scs

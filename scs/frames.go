@@ -1,7 +1,6 @@
 package scs
 
 import (
-	"fmt"
 	"iter"
 
 	"github.com/unwindkit/unwindkit/fp"
@@ -20,21 +19,41 @@ const (
 	OriginInterruptedPC = fp.OriginInterruptedPC
 )
 
-// Frame is one entry of a trace with its provenance.
-type Frame struct {
-	PC      uint64  // the address, PAC stripped
-	Raw     uint64  // the value as stored
-	Context Context // the context the frame belongs to
-	Origin  Origin
-	Addr    uint64 // the slot's address (OriginSCS), else 0
+// Frame is one entry of a trace with its provenance: the module's one
+// frame type, [fp.Frame]. A copy's frames carry PC, Raw, Origin, Stack
+// (the kind of stack their context runs on: [ContextOf] gives the
+// context) and, for a slot, Addr.
+type Frame = fp.Frame
+
+// ContextOf is the context that runs on stacks of kind k: CtxIRQ for
+// fp.IRQ, CtxSDEINormal and CtxSDEICritical for the SDEI stacks, CtxTask
+// for every other kind (the task's stack, the overflow stack, unknown).
+func ContextOf(k fp.StackKind) Context {
+	switch k {
+	case fp.IRQ:
+		return CtxIRQ
+	case fp.SDEINormal:
+		return CtxSDEINormal
+	case fp.SDEICritical:
+		return CtxSDEICritical
+	}
+	return CtxTask
 }
 
-// String formats f for explanations.
-func (f Frame) String() string {
-	if f.Origin == OriginSCS {
-		return fmt.Sprintf("%#x (%s scs slot %#x, raw %#x)", f.PC, f.Context, f.Addr, f.Raw)
+// Stack is the kind of stack context c runs on (fp.Task, fp.IRQ,
+// fp.SDEINormal, fp.SDEICritical; fp.Unknown for a value out of range).
+func (c Context) Stack() fp.StackKind {
+	switch c {
+	case CtxTask:
+		return fp.Task
+	case CtxIRQ:
+		return fp.IRQ
+	case CtxSDEINormal:
+		return fp.SDEINormal
+	case CtxSDEICritical:
+		return fp.SDEICritical
 	}
-	return fmt.Sprintf("%#x (%s, %s)", f.PC, f.Context, f.Origin)
+	return fp.Unknown
 }
 
 // Frames returns an iterator over the frames of v with their provenance,
@@ -84,7 +103,7 @@ func (v *View) frames(yield func(Frame, error) bool) {
 				yield(Frame{}, ErrChanged)
 				return
 			}
-			if !yield(Frame{PC: m.Strip(raw), Raw: raw, Context: s.Context, Origin: OriginSCS, Addr: s.Base + uint64(w)*8}, nil) {
+			if !yield(Frame{PC: m.Strip(raw), Raw: raw, Origin: OriginSCS, Stack: s.Context.Stack(), Addr: s.Base + uint64(w)*8}, nil) {
 				return
 			}
 		}
@@ -92,7 +111,7 @@ func (v *View) frames(yield func(Frame, error) bool) {
 			return
 		}
 		if s.HasInterruptedPC {
-			if !yield(Frame{PC: s.InterruptedPC, Raw: s.InterruptedPC, Context: v.Segs[i+1].Context, Origin: OriginInterruptedPC}, nil) {
+			if !yield(Frame{PC: s.InterruptedPC, Raw: s.InterruptedPC, Origin: OriginInterruptedPC, Stack: v.Segs[i+1].Context.Stack()}, nil) {
 				return
 			}
 		}

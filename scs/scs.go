@@ -52,17 +52,22 @@ var (
 type CorruptError = fault.CorruptError
 
 // Policy selects where the entry code keeps the interrupted x18. Its
-// String is "thread_info", "on-stack" or "per-cpu".
+// String is "thread_info", "on-stack" or "per-cpu" ("unknown" for the
+// zero value, PolicyUnknown).
 type Policy uint8
 
 //go:generate go tool stringer -type=Policy,Context -linecomment -output=scs_string.go
 
 const (
+	// PolicyUnknown is the zero value: where the x18 is kept is not known
+	// (a dump whose entry code was not read, a kernel without SCS). A
+	// Config with it takes ThreadInfo, mainline's policy.
+	PolicyUnknown Policy = iota // unknown
 	// ThreadInfo is mainline today (since v6.2, "arm64: Stash shadow stack
 	// pointer in the task struct on interrupt"): IRQ entry stores the task's x18 in
 	// thread_info.scs_sp; SDEI keeps it in its saved registers, found via
 	// sdei_active_{normal,critical}_event.
-	ThreadInfo Policy = iota // thread_info
+	ThreadInfo // thread_info
 	// OnStack is 2022 mainline: IRQ entry pushes x18 on the interrupted
 	// stack with stp scs_sp, xzr, [sp, #-16]!, hidden from Save; SDEI
 	// keeps it in its saved registers, found via
@@ -117,6 +122,7 @@ type Config struct {
 	// a multiple of 8, at least MinSize. 0 means DefaultSize.
 	Size uint64
 	// Policy says where entry code keeps the interrupted x18.
+	// PolicyUnknown (0) means ThreadInfo.
 	Policy Policy
 	// NumCPU is the number of modelled CPUs; 0 means 1.
 	NumCPU int
@@ -149,6 +155,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Size%8 != 0 || c.Size < MinSize {
 		return c, fmt.Errorf("scs: size %d bytes: want a multiple of 8, at least %d", c.Size, MinSize)
+	}
+	if c.Policy == PolicyUnknown {
+		c.Policy = ThreadInfo
 	}
 	if c.Policy >= numPolicies {
 		return c, fmt.Errorf("scs: unknown policy %d", c.Policy)

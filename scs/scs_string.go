@@ -8,14 +8,15 @@ func _() {
 	// An "invalid array index" compiler error signifies that the constant values have changed.
 	// Re-run the stringer command to generate them again.
 	var x [1]struct{}
-	_ = x[ThreadInfo-0]
-	_ = x[OnStack-1]
-	_ = x[PerCPU-2]
+	_ = x[PolicyUnknown-0]
+	_ = x[ThreadInfo-1]
+	_ = x[OnStack-2]
+	_ = x[PerCPU-3]
 }
 
-const _Policy_name = "thread_infoon-stackper-cpu"
+const _Policy_name = "unknownthread_infoon-stackper-cpu"
 
-var _Policy_index = [...]uint8{0, 11, 19, 26}
+var _Policy_index = [...]uint8{0, 7, 18, 26, 33}
 
 func (i Policy) String() string {
 	idx := int(i) - 0

@@ -166,8 +166,8 @@ func checkFrames(t *testing.T, v *View, skip, size int) {
 		if fr[i].PC != buf[i] {
 			t.Fatalf("frame %d: Frames %#x, Save %#x", i, fr[i].PC, buf[i])
 		}
-		if i > 0 && fr[i].Context > fr[i-1].Context && ordered(v) {
-			t.Fatalf("frame %d: context %s after %s", i, fr[i].Context, fr[i-1].Context)
+		if i > 0 && fr[i].Stack > fr[i-1].Stack && ordered(v) {
+			t.Fatalf("frame %d: context %s after %s", i, fr[i].Stack, fr[i-1].Stack)
 		}
 	}
 }
@@ -564,7 +564,7 @@ func TestHiddenError(t *testing.T) {
 func TestStrings(t *testing.T) {
 	for _, s := range []fmt.Stringer{ThreadInfo, OnStack, PerCPU, Policy(9), CtxTask, CtxIRQ, CtxSDEINormal, CtxSDEICritical, Context(9),
 		InRegister, InThreadInfo, OnInterruptedStack, InSDEIRegs, InPerCPU, InSnapshot, Where(99), OriginSCS, OriginInterruptedPC, Origin(7),
-		Frame{PC: 1, Context: CtxIRQ}, Frame{Origin: OriginInterruptedPC}, Cost{1, 2, 3}} {
+		Frame{PC: 1, Stack: CtxIRQ.Stack()}, Frame{Origin: OriginInterruptedPC}, Cost{1, 2, 3}} {
 		if s.String() == "" {
 			t.Errorf("%T has empty String", s)
 		}

@@ -41,7 +41,7 @@
 // Below the front door (DESIGN.md's layering): fault imports the standard
 // library only; ptrauth and percpu are leaves (fault and the internal
 // packages at most); fp → ptrauth; scs → ptrauth, percpu, fp (for the
-// one vocabulary of frames, fp.Origin); depot → none;
+// one vocabulary of frames, fp.Frame and fp.Origin); depot → none;
 // unwind → scs, fp, depot. The internal packages import fault, each
 // other, ptrauth and percpu, never a package above them
 // (internal/benchbody, the benchmarks' shared bodies, and

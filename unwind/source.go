@@ -176,53 +176,28 @@ func Save(src *Source, store []uint64, skip int) (int, error) {
 // Its String is the origin's lowercase name, e.g. "regs-pc".
 type Origin = fp.Origin
 
-// Frame is one unwound frame with its provenance.
-type Frame struct {
-	PC  uint64 // the return address, PAC stripped and recovered
-	Raw uint64 // the value as stored
-	// FP is, for a frame-pointer walk's frame, the frame pointer after
-	// the step that found it (where the next record is: fp.Frame.FP);
-	// 0 for other frames.
-	FP     uint64
-	Symbol string // function+offset, or hex
-	Origin Origin // where PC came from
-	// Stack is the FP walk's stack kind (fp.Unknown for SCS frames).
-	Stack fp.StackKind
-	// Context is the context the frame's record or slot belongs to (for
-	// FP frames, derived from the stack kind).
-	Context scs.Context
-	// Recovered is true when a trampoline (function graph or kretprobe)
-	// was replaced by the real return address.
-	Recovered bool
-}
-
-// String returns the frame's symbol (or PC) and its origin in brackets,
-// as comparison tables show it: handle_arch_irq+0x14, a space, then scs
-// in brackets.
-func (f Frame) String() string {
-	s := f.Symbol
-	if s == "" {
-		s = fmt.Sprintf("%#x", f.PC)
-	}
-	return fmt.Sprintf("%s [%s]", s, f.Origin)
-}
+// Frame is one unwound frame with its provenance: the module's one
+// frame type, [fp.Frame]. The front door fills its Symbol from the
+// Source's symbolizer (hex when it has none); [scs.ContextOf] gives the
+// context of its Stack.
+type Frame = fp.Frame
 
 // Frames returns src's frames with provenance, innermost first. The final
 // pair carries the walk's error, if any, with a zero Frame.
 func (src *Source) Frames() iter.Seq2[Frame, error] {
 	return func(yield func(Frame, error) bool) {
 		if src.method == MethodSCS {
-			skipThen(scs.Frames(&src.scs), src.skip, yield, src.scsFrame)
+			src.skipThen(scs.Frames(&src.scs), src.skip, yield)
 			return
 		}
-		skipThen(fp.Frames(&src.fp), src.skip, yield, src.fpFrame)
+		src.skipThen(fp.Frames(&src.fp), src.skip, yield)
 	}
 }
 
-// skipThen yields the frames of seq after the first skip, each made a
-// Frame by conv (a skipped frame is not converted: no symbol lookup), and
-// ends with seq's error, if any.
-func skipThen[F any](seq iter.Seq2[F, error], skip int, yield func(Frame, error) bool, conv func(F) Frame) {
+// skipThen yields the frames of seq after the first skip, each named by
+// the Source (a skipped frame is not named: no symbol lookup), and ends
+// with seq's error, if any.
+func (src *Source) skipThen(seq iter.Seq2[Frame, error], skip int, yield func(Frame, error) bool) {
 	for f, err := range seq {
 		if err != nil {
 			yield(Frame{}, err)
@@ -232,21 +207,11 @@ func skipThen[F any](seq iter.Seq2[F, error], skip int, yield func(Frame, error)
 			skip--
 			continue
 		}
-		if !yield(conv(f), nil) {
+		f.Symbol = src.name(f.PC)
+		if !yield(f, nil) {
 			return
 		}
 	}
-}
-
-// scsFrame is the Frame of a shadow call stack frame.
-func (src *Source) scsFrame(f scs.Frame) Frame {
-	return Frame{PC: f.PC, Raw: f.Raw, Symbol: src.name(f.PC), Origin: f.Origin, Context: f.Context}
-}
-
-// fpFrame is the Frame of a frame-pointer walk's frame.
-func (src *Source) fpFrame(f fp.Frame) Frame {
-	return Frame{PC: f.PC, Raw: f.Raw, FP: f.FP, Symbol: src.name(f.PC), Origin: f.Origin, Stack: f.Stack,
-		Recovered: f.Flags != 0, Context: stackContext(f.Stack)}
 }
 
 func (src *Source) name(pc uint64) string {
@@ -255,17 +220,4 @@ func (src *Source) name(pc uint64) string {
 		return string(strconv.AppendUint(append(b[:0], "0x"...), pc, 16))
 	}
 	return src.sym.Name(pc)
-}
-
-// stackContext maps an FP stack kind to the context that runs on it.
-func stackContext(k fp.StackKind) scs.Context {
-	switch k {
-	case fp.IRQ:
-		return scs.CtxIRQ
-	case fp.SDEINormal:
-		return scs.CtxSDEINormal
-	case fp.SDEICritical:
-		return scs.CtxSDEICritical
-	}
-	return scs.CtxTask
 }

@@ -183,7 +183,8 @@ func (k *Kernel) copySCS(base, top uint64, kind fp.StackKind) ([]unwind.Frame, e
 		if err != nil {
 			return out, fmt.Errorf("scs [%#x, %#x): %w", base, top, err)
 		}
-		out = append(out, unwind.Frame{PC: f.PC, Raw: f.Raw, Origin: f.Origin, Stack: kind, Context: f.Context})
+		f.Symbol, f.Stack = "", kind // the kernel's own format is Kernel.Format
+		out = append(out, f)
 	}
 	return out, nil
 }

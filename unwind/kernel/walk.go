@@ -182,7 +182,7 @@ func (w *Walk) Run() ([]unwind.Frame, fp.End, error) {
 		}
 		out = append(out, f)
 		if len(out) == 1 && w.LR != 0 {
-			out = append(out, unwind.Frame{PC: w.Layout.Strip(w.LR), Raw: w.LR, FP: w.FP, Origin: fp.OriginLR, Stack: f.Stack, Context: f.Context})
+			out = append(out, unwind.Frame{PC: w.Layout.Strip(w.LR), Raw: w.LR, FP: w.FP, Origin: fp.OriginLR, Stack: f.Stack})
 		}
 	}
 	return out, fp.EndFinal, nil

@@ -5,6 +5,7 @@ package machine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -49,6 +50,7 @@ type Config struct {
 	// 4096; 1024 as in older kernels and 16384 as in Android user space).
 	SCSSize uint64
 	// Policy says where the interrupted context's x18 is kept on entry.
+	// PolicyUnknown (0) means ThreadInfo.
 	Policy Policy
 	// KeepInterruptedPC keeps the interrupted PC per-CPU at every entry, so
 	// the SCS copy can report the interrupted function (the seed's fix).
@@ -195,6 +197,9 @@ func New(cfg Config) (*Machine, error) {
 	if cfg.SCSSize == 0 {
 		cfg.SCSSize = 4096
 	}
+	if cfg.Policy == scs.PolicyUnknown {
+		cfg.Policy = ThreadInfo
+	}
 	m := &Machine{cfg: cfg, mem: &mem.Memory{}, next: vmBase}
 	if err := m.buildText(); err != nil {
 		return nil, err
@@ -254,7 +259,7 @@ func (cfg *Config) validate() error {
 		return errors.New("machine: KeepInterruptedPC needs the shadow call stack")
 	case cfg.PAC && cfg.Layout == (ptrauth.Layout{}):
 		return errors.New("machine: PAC on with the zero Layout (no PAC field)")
-	case int(cfg.Policy) >= len(scs.Policies):
+	case cfg.Policy != scs.PolicyUnknown && !slices.Contains(scs.Policies[:], cfg.Policy):
 		return fmt.Errorf("machine: unknown SCS policy %d", cfg.Policy)
 	case !cfg.FramePointers && (cfg.FGraph || cfg.Kretprobes):
 		return errors.New("machine: the function-graph tracer and kretprobes need frame pointers in this model")
