@@ -226,6 +226,9 @@ const (
 // (package scs, whose Frame is this type) and the front door (package
 // unwind, whose Frame is this type too) all yield it, and the readers of
 // real memory (unwind/core, unwind/kernel) report their traces with it.
+// It carries no name: naming is the symbolizer's (the front door's
+// Source.Name). Its fields fit the registers of a call with an error
+// beside it, so an iterator yields it without spilling to memory.
 type Frame struct {
 	// PC is the return address after PAC strip and trampoline recovery.
 	PC uint64
@@ -239,10 +242,6 @@ type Frame struct {
 	// Addr is, for a shadow stack slot (OriginSCS), the slot's address;
 	// 0 otherwise.
 	Addr uint64
-	// Symbol is the frame's name as the front door's symbolizer gives it
-	// (function+offset, or hex); empty from [Frames] and scs.Frames, which
-	// know no symbols.
-	Symbol string
 	// Origin says where PC came from.
 	Origin Origin
 	// Stack is the kind of stack holding the object PC was read from (for
@@ -259,14 +258,10 @@ type Frame struct {
 // was replaced by the real return address.
 func (f Frame) Recovered() bool { return f.Flags != 0 }
 
-// String returns the frame's symbol (or PC in hex) and its origin in
-// brackets, as comparison tables show it: "handle_arch_irq+0x14 [scs]".
+// String returns the frame's PC in hex and its origin in brackets:
+// "0xffff800080012345 [scs]".
 func (f Frame) String() string {
-	s := f.Symbol
-	if s == "" {
-		s = fmt.Sprintf("%#x", f.PC)
-	}
-	return fmt.Sprintf("%s [%s]", s, f.Origin)
+	return fmt.Sprintf("%#x [%s]", f.PC, f.Origin)
 }
 
 // End says how a walk ended. Its String is the end's lowercase name, e.g.

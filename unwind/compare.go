@@ -26,14 +26,24 @@ type Comparison struct {
 	Rows []Row
 	// SCSErr and FPErr are the errors each walk ended with.
 	SCSErr, FPErr error
-	sym           *Symbolizer
+	namer         Namer
+}
+
+// Namer names a pc: *[Symbolizer] is one; a crash-dump reader may name
+// pcs its own way (the kernel's %pS).
+type Namer interface {
+	Name(pc uint64) string
 }
 
 // CompareTraces lines up an SCS trace and an FP trace that have no ground
 // truth (a snapshot of a real program) by longest common subsequence of
-// their PCs, and explains each frame only one of them has.
-func CompareTraces(sym *Symbolizer, scsF, fpF []Frame) *Comparison {
-	cmp := &Comparison{sym: sym}
+// their PCs, and explains each frame only one of them has. names names
+// the frames the table shows (nil, or a nil *Symbolizer: hex).
+func CompareTraces(names Namer, scsF, fpF []Frame) *Comparison {
+	if s, ok := names.(*Symbolizer); ok && s == nil {
+		names = nil
+	}
+	cmp := &Comparison{namer: names}
 	n, m := len(scsF), len(fpF)
 	lcs := make([][]int, n+1)
 	for i := range lcs {
@@ -98,10 +108,16 @@ func (cmp *Comparison) cell(f Frame, ok bool) string {
 	if !ok {
 		return "-"
 	}
-	if f.Symbol == "" && cmp.sym != nil {
-		f.Symbol = cmp.sym.Name(f.PC)
+	return fmt.Sprintf("%s [%s]", cmp.Name(f.PC), f.Origin)
+}
+
+// Name names pc as the table does: with the Namer CompareTraces was
+// given, or in hex.
+func (cmp *Comparison) Name(pc uint64) string {
+	if cmp.namer == nil {
+		return fmt.Sprintf("%#x", pc)
 	}
-	return f.String()
+	return cmp.namer.Name(pc)
 }
 
 func formatErrs(w io.Writer, scsErr, fpErr error) {

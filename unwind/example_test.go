@@ -53,7 +53,7 @@ func Example() {
 	}
 	cmp := unwind.CompareTraces(m.Symbolizer(), traces[0], traces[1])
 	for _, r := range cmp.Rows {
-		fmt.Println(strings.TrimSpace(cell(r.SCS, r.InSCS) + " | " + cell(r.FP, r.InFP) + " | " + r.Note))
+		fmt.Println(strings.TrimSpace(cell(cmp, r.SCS, r.InSCS) + " | " + cell(cmp, r.FP, r.InFP) + " | " + r.Note))
 	}
 	// Output:
 	// fast [scs] | fast [frame] |
@@ -61,9 +61,10 @@ func Example() {
 	// ret_from_fork [scs] | ret_from_fork [frame] |
 }
 
-func cell(f unwind.Frame, ok bool) string {
+func cell(cmp *unwind.Comparison, f unwind.Frame, ok bool) string {
 	if !ok {
 		return "-"
 	}
-	return fmt.Sprintf("%s [%s]", f.Symbol[:strings.IndexByte(f.Symbol, '+')], f.Origin)
+	name := cmp.Name(f.PC)
+	return fmt.Sprintf("%s [%s]", name[:strings.IndexByte(name, '+')], f.Origin)
 }

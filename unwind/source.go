@@ -104,7 +104,7 @@ type Source struct {
 
 // SourceOptions are what a Source adds to the unwinder's own descriptor.
 type SourceOptions struct {
-	// Symbolizer names the frames Frames reports; nil names them in hex.
+	// Symbolizer names frames ([Source.Name]); nil names them in hex.
 	Symbolizer *Symbolizer
 	// Skip removes this many frames from the innermost end of every Save
 	// and Frames, before Save's own skip: for a walk that starts at the
@@ -177,9 +177,8 @@ func Save(src *Source, store []uint64, skip int) (int, error) {
 type Origin = fp.Origin
 
 // Frame is one unwound frame with its provenance: the module's one
-// frame type, [fp.Frame]. The front door fills its Symbol from the
-// Source's symbolizer (hex when it has none); [scs.ContextOf] gives the
-// context of its Stack.
+// frame type, [fp.Frame]. [Source.Name] names it; [scs.ContextOf] gives
+// the context of its Stack.
 type Frame = fp.Frame
 
 // Frames returns src's frames with provenance, innermost first. The final
@@ -194,9 +193,8 @@ func (src *Source) Frames() iter.Seq2[Frame, error] {
 	}
 }
 
-// skipThen yields the frames of seq after the first skip, each named by
-// the Source (a skipped frame is not named: no symbol lookup), and ends
-// with seq's error, if any.
+// skipThen yields the frames of seq after the first skip and ends with
+// seq's error, if any.
 func (src *Source) skipThen(seq iter.Seq2[Frame, error], skip int, yield func(Frame, error) bool) {
 	for f, err := range seq {
 		if err != nil {
@@ -207,14 +205,17 @@ func (src *Source) skipThen(seq iter.Seq2[Frame, error], skip int, yield func(Fr
 			skip--
 			continue
 		}
-		f.Symbol = src.name(f.PC)
 		if !yield(f, nil) {
 			return
 		}
 	}
 }
 
-func (src *Source) name(pc uint64) string {
+// Name names pc with the Source's Symbolizer (function+offset, as
+// [Symbolizer.Name] gives it), or in hex ("0xffff800080012345") when the
+// Source has none: frames carry no name, so a consumer names only the
+// frames it prints.
+func (src *Source) Name(pc uint64) string {
 	if src.sym == nil {
 		var b [18]byte // "0x" and 16 hex digits: one allocation, the string
 		return string(strconv.AppendUint(append(b[:0], "0x"...), pc, 16))

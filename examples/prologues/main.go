@@ -97,7 +97,7 @@ func checkSnapshot(b *prologue.Binary, path string) error {
 			} else if cs.Call {
 				call = "yes"
 			}
-			fmt.Fprintf(w, "%v %v\t%#x\t%#x\t%s\t%s\t%s\n", method, fr.Origin, fr.Raw, fr.PC, fr.Symbol, call, insn)
+			fmt.Fprintf(w, "%v %v\t%#x\t%#x\t%s\t%s\t%s\n", method, fr.Origin, fr.Raw, fr.PC, src.Name(fr.PC), call, insn)
 		}
 	}
 	return w.Flush()

@@ -81,9 +81,9 @@ func sideBySide(w io.Writer, k *kernel.Kernel, scsF, fpF []unwind.Frame, scsErr,
 	for _, r := range cmp.Rows {
 		switch {
 		case r.InFP:
-			chain = append(chain, r.FP.Symbol)
+			chain = append(chain, cmp.Name(r.FP.PC))
 		case strings.HasPrefix(r.Note, kernel.NoteSCSOnlyPushedUnlinked):
-			chain = append(chain, r.SCS.Symbol)
+			chain = append(chain, cmp.Name(r.SCS.PC))
 			scsOnly++
 		}
 	}
@@ -106,7 +106,7 @@ func sideBySide(w io.Writer, k *kernel.Kernel, scsF, fpF []unwind.Frame, scsErr,
 	for i, r := range cmp.Rows {
 		sc, fw, pr := "-", "-", ""
 		if r.InSCS {
-			sc = r.SCS.Symbol
+			sc = cmp.Name(r.SCS.PC)
 		}
 		if r.InFP {
 			f := fpF[j]

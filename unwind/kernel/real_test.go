@@ -332,9 +332,9 @@ func checkSCS(t *testing.T, k *kernel.Kernel, what string, scsF, fpF []unwind.Fr
 		case r.InSCS && strings.HasPrefix(r.Note, kernel.NoteSCSOnlyPushedUnlinked):
 			scsOnly[r.Note]++
 		case r.InSCS:
-			t.Errorf("%s: frame %s only on the SCS: %s", what, r.SCS.Symbol, r.Note)
+			t.Errorf("%s: frame %s only on the SCS: %s", what, cmp.Name(r.SCS.PC), r.Note)
 		case r.Note == "" || strings.HasPrefix(r.Note, "UNEXPLAINED"):
-			t.Errorf("%s: frame %s missing from the SCS copy: %q", what, r.FP.Symbol, r.Note)
+			t.Errorf("%s: frame %s missing from the SCS copy: %q", what, cmp.Name(r.FP.PC), r.Note)
 		default:
 			n++
 			rules[r.Note]++

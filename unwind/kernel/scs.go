@@ -183,7 +183,7 @@ func (k *Kernel) copySCS(base, top uint64, kind fp.StackKind) ([]unwind.Frame, e
 		if err != nil {
 			return out, fmt.Errorf("scs [%#x, %#x): %w", base, top, err)
 		}
-		f.Symbol, f.Stack = "", kind // the kernel's own format is Kernel.Format
+		f.Stack = kind
 		out = append(out, f)
 	}
 	return out, nil
@@ -373,15 +373,7 @@ func (k *Kernel) SCSCopyTask(t Task) ([]unwind.Frame, error) {
 // [unwind.CompareTraces] and explains each frame only one has by the
 // model's rule.
 func (k *Kernel) Compare(scsF, fpF []unwind.Frame, scsErr, fpErr error) *unwind.Comparison {
-	conv := func(fs []unwind.Frame) []unwind.Frame {
-		out := make([]unwind.Frame, len(fs))
-		for i, f := range fs {
-			f.Symbol = k.Format(f.PC)
-			out[i] = f
-		}
-		return out
-	}
-	cmp := unwind.CompareTraces(nil, conv(scsF), conv(fpF))
+	cmp := unwind.CompareTraces(kernelNames{k}, scsF, fpF)
 	j, n := 0, 0
 	for i := range cmp.Rows {
 		r := &cmp.Rows[i]
@@ -447,3 +439,8 @@ func (k *Kernel) scsOnly(n int, scsF, fpF []unwind.Frame) string {
 	}
 	return NoteSCSOnlyPushedUnlinked + " (" + p.String() + ")"
 }
+
+// kernelNames names pcs as the kernel prints them (Kernel.Format).
+type kernelNames struct{ k *Kernel }
+
+func (n kernelNames) Name(pc uint64) string { return n.k.Format(pc) }

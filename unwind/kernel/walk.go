@@ -176,7 +176,6 @@ func (w *Walk) Run() ([]unwind.Frame, fp.End, error) {
 		if len(out) >= max {
 			return out, fp.EndStopped, nil
 		}
-		f.Symbol = "" // the kernel's own format is Kernel.Format
 		if len(out) == 0 && w.Start != fp.OriginTask {
 			f.Origin = fp.OriginStopPC
 		}

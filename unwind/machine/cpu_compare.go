@@ -134,7 +134,7 @@ func (cmp *TruthComparison) Format(w io.Writer) error {
 	fmt.Fprintln(tw, "#\tground truth\tcontext\tsaved by\tSCS copy\tFP walk\twhy they differ")
 	for i, r := range cmp.Rows {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", i, cmp.sym.Name(r.Truth.PC), r.Truth.Context, r.Truth.SavedBy,
-			truthCell(r.SCS, r.InSCS), truthCell(r.FP, r.InFP), r.Note)
+			cmp.truthCell(r.SCS, r.InSCS), cmp.truthCell(r.FP, r.InFP), r.Note)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -148,11 +148,14 @@ func (cmp *TruthComparison) Format(w io.Writer) error {
 	return nil
 }
 
-func truthCell(f unwind.Frame, ok bool) string {
+func (cmp *TruthComparison) truthCell(f unwind.Frame, ok bool) string {
 	if !ok {
 		return "-"
 	}
-	return f.String()
+	if cmp.sym == nil {
+		return f.String()
+	}
+	return fmt.Sprintf("%s [%s]", cmp.sym.Name(f.PC), f.Origin)
 }
 
 // String returns the formatted table.

@@ -28,7 +28,7 @@ func ExampleLoad() {
 			fmt.Println(err)
 			break
 		}
-		fmt.Printf("%s raw %#x\n", fr.Symbol, fr.Raw)
+		fmt.Printf("%s raw %#x\n", src.Name(fr.PC), fr.Raw)
 	}
 	// Output:
 	// shape_args+0x50 raw 0x25000000201f4c
