@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/unwindkit/unwindkit/internal/mem"
+	"github.com/unwindkit/unwindkit/internal/tracehash"
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
 
@@ -217,6 +218,19 @@ func FuzzWalk(f *testing.F) {
 			}
 			if end != r1.end || (err == nil) != (r1.err == "") {
 				t.Fatalf("Save skip %d: end %v err %v, Walk %v %q", skip, end, err, r1.end, r1.err)
+			}
+			// SaveHashed stores the same and hashes what it stored, for
+			// a full store and one that cuts the trace short.
+			for _, size := range []int{len(store), len(want) / 2} {
+				hs := make([]uint64, size)
+				n0, err0 := Save(c1, hs, skip)
+				hn, h, herr := SaveHashed(c1, hs, skip, 0x51ed, 0x9e3779b97f4a7c15)
+				if hn != n0 || (herr == nil) != (err0 == nil) || !slices.Equal(hs[:hn], store[:min(n, size)]) {
+					t.Fatalf("SaveHashed skip %d size %d: %d %v, Save %d %v", skip, size, hn, herr, n0, err0)
+				}
+				if w := tracehash.Sum(hs[:hn], 0x51ed, 0x9e3779b97f4a7c15); h != w {
+					t.Fatalf("SaveHashed skip %d size %d: hash %#x, the stored frames' %#x", skip, size, h, w)
+				}
 			}
 			// An exact fit: in reliable mode never a success.
 			if len(want) > 0 {

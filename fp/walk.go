@@ -3,6 +3,8 @@ package fp
 import (
 	"iter"
 	"sync/atomic"
+
+	"github.com/unwindkit/unwindkit/internal/tracehash"
 )
 
 // Walk unwinds c and calls fn for each frame, innermost first, until fn
@@ -81,6 +83,24 @@ func SaveEnd(c *Config, store []uint64, skip int) (n int, end End, err error) {
 	return u.save(c, store, skip)
 }
 
+// SaveHashed is Save that also hashes the frames it stores, in the same
+// pass: h is the running hash of store[:n] under the key (seed, mul) of
+// package depot's HashKey (h = seed, then for each stored frame, innermost
+// first, depot.HashKey.Add), ready for depot.Depot.SaveHashed. The walk
+// folds each return address into h as it stores it, so the hash's
+// multiplies overlap the walk's chain of dependent loads and no second
+// pass reads the trace.
+func SaveHashed(c *Config, store []uint64, skip int, seed, mul uint64) (n int, h uint64, err error) {
+	var u Unwinder
+	if c != nil && c.Reliable {
+		n, _, err = u.saveReliable(c, store, skip)
+		return n, tracehash.Sum(store[:n], seed, mul), err
+	}
+	u.hmul, u.h = mul, seed
+	n, _, err = u.save(c, store, skip)
+	return n, u.h, err
+}
+
 // saveReliable is SaveEnd in reliable mode, for a zero u. The kernel's
 // consumer (stack_trace_consume_entry) refuses an entry when the store is
 // already full, and it says "stop" after storing the entry that fills the
@@ -138,6 +158,7 @@ func (u *Unwinder) save(c *Config, store []uint64, skip int) (n int, end End, er
 	// The loop keeps the walk state in locals and writes it back to u
 	// only around the general step.
 	fp, pc := u.fp, u.pc
+	hmul, h := u.hmul, u.h // hmul 0: no hash (Save); else SaveHashed's
 	cur := &u.cur
 	// high-16 is the highest fp the fast path may take on the current
 	// stack (see fastHigh).
@@ -151,11 +172,14 @@ func (u *Unwinder) save(c *Config, store []uint64, skip int) (n int, end End, er
 			skip--
 		} else {
 			if n == len(store) {
-				u.fp, u.pc = fp, pc
+				u.fp, u.pc, u.h = fp, pc, h
 				return n, EndStopped, nil // a frame that does not fit
 			}
 			store[n] = pc
 			n++
+			if hmul != 0 {
+				h = tracehash.Step(h, pc, 0, hmul)
+			}
 		}
 		// Fast path: the next object is an ordinary frame record on the
 		// current stack whose lr is no trampoline. It enforces the same
@@ -190,6 +214,7 @@ func (u *Unwinder) save(c *Config, store []uint64, skip int) (n int, end End, er
 			high = u.fastHigh()
 		}
 	}
+	u.h = h
 	if st == stepFail && n == len(store) && n > 0 {
 		// The step after the last stored frame failed: the store is
 		// full, so that is not the caller's error.

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/unwindkit/unwindkit/internal/errs"
+	"github.com/unwindkit/unwindkit/internal/tracehash"
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
 
@@ -153,6 +154,21 @@ func Save(v *View, store []uint64, skip int) (int, error) {
 		return 0, ErrNotSupported
 	}
 	return v.save(store, skip)
+}
+
+// SaveHashed is Save that also returns h, the running hash of store[:n]
+// under the key (seed, mul) of package depot's HashKey (h = seed, then
+// depot.HashKey.Add of each stored frame, innermost first), ready for
+// depot.Depot.SaveHashed. The copy's loads do not depend on each other,
+// so it is bound by instructions, not by waiting on memory: the hash has
+// nothing to hide under, and SaveHashed folds the entries in one sweep of
+// the store right after the copy, while they are in the first-level
+// cache, rather than interleaving the same multiplies with the copy (the
+// same instruction count; a second read of the shadow stack never
+// happens).
+func SaveHashed(v *View, store []uint64, skip int, seed, mul uint64) (n int, h uint64, err error) {
+	n, err = Save(v, store, skip)
+	return n, tracehash.Sum(store[:n], seed, mul), err
 }
 
 // segRule names the first rule check finds a segment breaking.

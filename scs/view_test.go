@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/unwindkit/unwindkit/internal/tracehash"
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
 
@@ -157,6 +158,14 @@ func checkFrames(t *testing.T, v *View, skip, size int) {
 	t.Helper()
 	buf := make([]uint64, size)
 	n, err := Save(v, buf, skip)
+	hb := make([]uint64, size)
+	hn, h, herr := SaveHashed(v, hb, skip, 0x51ed, 0x9e3779b97f4a7c15)
+	if hn != n || (herr == nil) != (err == nil) || !slices.Equal(hb[:hn], buf[:n]) {
+		t.Fatalf("SaveHashed %d %v, Save %d %v", hn, herr, n, err)
+	}
+	if w := tracehash.Sum(hb[:hn], 0x51ed, 0x9e3779b97f4a7c15); h != w {
+		t.Fatalf("SaveHashed: hash %#x, the stored frames' %#x", h, w)
+	}
 	fr := make([]Frame, size)
 	fn, ferr := framesInto(v, fr, skip)
 	if fn != n || (err == nil) != (ferr == nil) || (err != nil && err.Error() != ferr.Error()) {

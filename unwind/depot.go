@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/unwindkit/unwindkit/depot"
+	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/scs"
 )
 
 // SaveToDepot is the kernel's kasan_save_stack in one call: it unwinds src
@@ -16,9 +18,47 @@ import (
 // nothing and returns the zero Handle. A full buf is not an error: the
 // trace is cut at len(buf). If storing fails, the handle is zero and the
 // error wraps the depot's.
+//
+// It takes one pass over the stack: the unwinder hashes each return
+// address with d's [depot.HashKey] as it stores it ([SaveHashed]), and d
+// takes that hash ([depot.Depot.SaveHashed]), so a trace already in d
+// costs the unwind, one probe and one compare, and nothing reads the
+// trace a second time to hash it.
 func SaveToDepot(d *depot.Depot, src *Source, buf []uint64, skip int) (depot.Handle, error) {
-	n, err := Save(src, buf, skip)
-	return StoreTrace(d, buf[:n], err)
+	n, h, err := SaveHashed(src, buf, skip, d.HashKey())
+	return StoreHashed(d, buf[:n], h, err)
+}
+
+// SaveHashed is [Save] that also returns the stored trace's hash under
+// key k, computed by the unwinder as it stores the frames (k.Start, then
+// k.Add of each stored frame): the hash [depot.Depot.SaveHashed] takes.
+// The FP walk folds each address into the hash inside its loop, where the
+// multiplies overlap its chain of dependent loads; the SCS copy, which
+// waits on no load, folds them in one sweep of buf right after copying.
+func SaveHashed(src *Source, buf []uint64, skip int, k depot.HashKey) (int, depot.Hash, error) {
+	var n int
+	var h uint64
+	var err error
+	if src.method == MethodSCS {
+		n, h, err = scs.SaveHashed(&src.scs, buf, skip+src.skip, k.Seed, k.Mul)
+	} else {
+		n, h, err = fp.SaveHashed(&src.fp, buf, skip+src.skip, k.Seed, k.Mul)
+	}
+	return n, depot.Hash(h), err
+}
+
+// StoreHashed is [StoreTrace] for a trace whose producer hashed it
+// ([SaveHashed]): h must be trace's hash under d's HashKey
+// (depot.Depot.SaveHashed checks it when the trace is new).
+func StoreHashed(d *depot.Depot, trace []uint64, h depot.Hash, err error) (depot.Handle, error) {
+	if len(trace) == 0 {
+		return 0, err
+	}
+	hd, derr := d.SaveHashed(trace, h)
+	if derr != nil {
+		return 0, fmt.Errorf("unwind: storing a %d-frame trace: %w", len(trace), derr)
+	}
+	return hd, err
 }
 
 // StoreTrace stores trace, the result of an unwind that ended with err,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/unwindkit/unwindkit/depot"
 	"github.com/unwindkit/unwindkit/unwind"
 	"github.com/unwindkit/unwindkit/unwind/machine"
 )
@@ -120,4 +121,48 @@ func EntryExit(pol machine.Policy, ctx machine.Context) (func(*testing.B), error
 			}
 		}
 	}, nil
+}
+
+// SaveToDepotWays are the ways ModelSaveToDepot stores an unwound trace in
+// a depot: "unwind" is the unwind alone (unwind.Save, the floor),
+// "twopass" unwind.Save then depot.Save (the depot hashes the trace
+// again), "onepass" unwind.SaveToDepot (the unwinder hashes as it stores,
+// the depot takes its hash).
+var SaveToDepotWays = []string{"unwind", "twopass", "onepass"}
+
+// ModelSaveToDepot unwinds src (depth frames) and stores the trace in a
+// depot that already holds it, the way way says (SaveToDepotWays): the
+// KASAN path on a hit, the common case of kasan_save_stack.
+func ModelSaveToDepot(b *testing.B, src *unwind.Source, depth int, way string) {
+	d, err := depot.New(depot.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	store := make([]uint64, depth+8)
+	want, err := unwind.SaveToDepot(d, src, store, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	switch way {
+	case "unwind":
+		for b.Loop() {
+			unwind.Save(src, store, 0)
+		}
+	case "twopass":
+		for b.Loop() {
+			n, _ := unwind.Save(src, store, 0)
+			if h, _ := d.Save(store[:n]); h != want {
+				b.Fatal("another handle")
+			}
+		}
+	case "onepass":
+		for b.Loop() {
+			if h, _ := unwind.SaveToDepot(d, src, store, 0); h != want {
+				b.Fatal("another handle")
+			}
+		}
+	default:
+		b.Fatalf("unknown way %q", way)
+	}
 }

@@ -11,8 +11,10 @@ import (
 // d. It unwinds as [CPU.Unwind] does (Inline), so it may run on any
 // goroutine and stores only a trace read from a consistent CPU state
 // (ErrChanged otherwise). A walk that fails part-way stores the frames it had
-// (see unwind.SaveToDepot).
+// (see unwind.SaveToDepot). Like unwind.SaveToDepot it takes one pass:
+// the unwinder hashes the trace with d's HashKey as it stores it.
 func (c *CPU) SaveToDepot(d *depot.Depot, method unwind.Method, buf []uint64, opts SaveOptions) (depot.Handle, error) {
-	n, _, err := c.UnwindSeq(method, buf, opts)
-	return unwind.StoreTrace(d, buf[:n], err)
+	k := d.HashKey()
+	n, _, h, err := c.unwindSeq(method, buf, opts, &k)
+	return unwind.StoreHashed(d, buf[:n], h, err)
 }

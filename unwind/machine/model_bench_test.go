@@ -47,3 +47,25 @@ func BenchmarkEntryExit(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSaveToDepot is KASAN's kasan_save_stack on a hit, on the same
+// modelled stacks as BenchmarkModelSave: the unwind alone, unwind then
+// depot.Save (two passes over the trace), and unwind.SaveToDepot (one:
+// the unwinder hashes as it stores).
+//
+//	go test -run '^$' -bench SaveToDepot -count 6 ./unwind/machine
+func BenchmarkSaveToDepot(b *testing.B) {
+	for _, depth := range benchbody.ModelDepths {
+		for _, method := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
+			for _, way := range benchbody.SaveToDepotWays {
+				b.Run(fmt.Sprintf("depth=%d/%v/%s", depth, method, way), func(b *testing.B) {
+					src, err := benchbody.ModelSource(method, false, depth)
+					if err != nil {
+						b.Fatal(err)
+					}
+					benchbody.ModelSaveToDepot(b, src, depth, way)
+				})
+			}
+		}
+	}
+}
