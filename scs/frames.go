@@ -97,13 +97,19 @@ func (v *View) frames(yield func(Frame, error) bool) {
 			yield(Frame{}, ErrChanged)
 			return
 		}
+		// The frame is built once per segment and its three changing
+		// fields set per slot (a literal per slot is copied from a
+		// static template through memory).
+		var f Frame
+		f.Origin, f.Stack = OriginSCS, s.Context.Stack()
 		for w := cnt[0] - 1; w >= 0; w-- {
 			raw := s.word(w)
 			if s.changed() { // raw may be of a later lifetime
 				yield(Frame{}, ErrChanged)
 				return
 			}
-			if !yield(Frame{PC: m.Strip(raw), Raw: raw, Origin: OriginSCS, Stack: s.Context.Stack(), Addr: s.Base + uint64(w)*8}, nil) {
+			f.PC, f.Raw, f.Addr = m.Strip(raw), raw, s.Base+uint64(w)*8
+			if !yield(f, nil) {
 				return
 			}
 		}
