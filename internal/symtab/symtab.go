@@ -19,10 +19,17 @@ type Symbol struct {
 // exact address matches). Of the symbols containing an address the
 // innermost wins: the latest-starting, then the smallest, then (aliases
 // with the same address and size) the first given. A Symbolizer is
-// immutable and safe for concurrent use.
+// immutable and safe for concurrent use. A lookup costs O(log n) whatever
+// the symbols: a symbol that spans many others (one huge symbol over a
+// whole text, as a hostile or a broken table may hold) does not make a pc
+// in a gap walk back over every symbol inside it.
 type Symbolizer struct {
-	syms   []Symbol // sorted by Addr, then by Size descending, then given order reversed
-	maxEnd []uint64 // maxEnd[i]: the largest end of syms[0..i]
+	syms []Symbol // sorted by Addr, then by Size descending, then given order reversed
+	// ends is a max tree over the symbols' ends: leaf size+j holds
+	// end(syms[j]) (0 past the last symbol), node k the larger of its
+	// children 2k and 2k+1.
+	ends []uint64
+	size int // the number of leaves, a power of two >= len(syms)
 }
 
 // NewSymbolizer returns a symbolizer over a copy of syms.
@@ -40,11 +47,16 @@ func NewSymbolizer(syms []Symbol) *Symbolizer {
 		}
 		return a.Size > b.Size
 	})
-	s.maxEnd = make([]uint64, len(s.syms))
-	var m uint64
-	for i, sym := range s.syms {
-		m = max(m, end(sym))
-		s.maxEnd[i] = m
+	s.size = 1
+	for s.size < len(s.syms) {
+		s.size *= 2
+	}
+	s.ends = make([]uint64, 2*s.size)
+	for j, sym := range s.syms {
+		s.ends[s.size+j] = end(sym)
+	}
+	for k := s.size - 1; k >= 1; k-- {
+		s.ends[k] = max(s.ends[2*k], s.ends[2*k+1])
 	}
 	return s
 }
@@ -67,12 +79,58 @@ func (s *Symbolizer) Symbols() []Symbol { return s.syms }
 func (s *Symbolizer) Lookup(pc uint64) (sym Symbol, off uint64, ok bool) {
 	// i is the first symbol starting after pc; candidates are before it.
 	i := sort.Search(len(s.syms), func(i int) bool { return s.syms[i].Addr > pc })
-	for j := i - 1; j >= 0 && s.maxEnd[j] > pc; j-- {
+	j, _ := s.last(i, pc)
+	if j < 0 {
+		return Symbol{}, 0, false
+	}
+	return s.syms[j], pc - s.syms[j].Addr, true
+}
+
+// nearby is how many candidates before pc last tries one by one (a pc
+// is usually in the symbol just before it, or in one that encloses a few)
+// before it asks the tree.
+const nearby = 4
+
+// last returns the largest j < lim whose symbol contains pc (its end is
+// above pc; every symbol before lim starts at or below pc), or -1, and
+// the number of entries and tree nodes it examined: at most nearby plus
+// twice the tree's height.
+func (s *Symbolizer) last(lim int, pc uint64) (j, steps int) {
+	for j = lim - 1; j >= 0 && j >= lim-nearby; j-- {
+		steps++
 		if end(s.syms[j]) > pc {
-			return s.syms[j], pc - s.syms[j].Addr, true
+			return j, steps
 		}
 	}
-	return Symbol{}, 0, false
+	lim = j + 1 // candidates [0, lim) remain
+	if lim <= 0 {
+		return -1, steps
+	}
+	// The rightmost leaf below lim whose end is above pc: climb from
+	// leaf lim-1 and look into each left sibling on the way, then descend
+	// into the first one whose largest end is above pc, right child first.
+	p := s.size + lim - 1
+	steps++
+	if s.ends[p] > pc {
+		return lim - 1, steps
+	}
+	for p > 1 {
+		steps++
+		if p&1 == 1 && s.ends[p-1] > pc {
+			p--
+			for p < s.size {
+				steps++
+				if s.ends[2*p+1] > pc {
+					p = 2*p + 1
+				} else {
+					p = 2 * p
+				}
+			}
+			return p - s.size, steps
+		}
+		p >>= 1
+	}
+	return -1, steps
 }
 
 // Func returns the name of the function containing pc, or "" if none does.

@@ -2,6 +2,8 @@ package symtab
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"sort"
 	"testing"
 )
 
@@ -86,5 +88,70 @@ func TestAliasesFirstGiven(t *testing.T) {
 	}
 	if got := s.Func(0x100); got != "z" {
 		t.Errorf("Func(0x100) = %q, want z (first given)", got)
+	}
+}
+
+// TestLookupOneHugeSymbol: one symbol spanning a whole text with many
+// small ones inside it, and pcs in the gaps between them, where only the
+// huge one contains the pc. The old lookup walked back over every small
+// symbol below such a pc (n steps a lookup, n² for a trace of the whole
+// table); every lookup now examines at most nearby + 2·log2(n) entries,
+// and finds what a linear scan finds.
+func TestLookupOneHugeSymbol(t *testing.T) {
+	const n = 1 << 14
+	syms := []Symbol{{"huge", 0x1000, n * 0x100}}
+	for i := range n {
+		syms = append(syms, Symbol{fmt.Sprintf("f%d", i), 0x1000 + uint64(i)*0x100, 0x40})
+	}
+	s := NewSymbolizer(syms)
+	bound := nearby + 2*15
+	for i := 0; i < n; i += 7 {
+		for _, c := range []struct {
+			pc   uint64
+			want string
+		}{
+			{0x1000 + uint64(i)*0x100 + 0x80, "huge"},                // a gap: only the huge symbol
+			{0x1000 + uint64(i)*0x100 + 0x3f, fmt.Sprintf("f%d", i)}, // inside a small one
+		} {
+			lim := sort.Search(len(s.syms), func(k int) bool { return s.syms[k].Addr > c.pc })
+			j, steps := s.last(lim, c.pc)
+			if j < 0 || s.syms[j].Name != c.want {
+				t.Fatalf("pc %#x: index %d, want %s", c.pc, j, c.want)
+			}
+			if steps > bound {
+				t.Fatalf("pc %#x: %d steps, want at most %d", c.pc, steps, bound)
+			}
+		}
+	}
+}
+
+// TestLookupRandom checks Lookup against a linear scan on random nested,
+// overlapping and zero-size symbols.
+func TestLookupRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for round := range 200 {
+		var syms []Symbol
+		for i := range 1 + r.IntN(40) {
+			a := uint64(r.IntN(0x400))
+			size := uint64(r.IntN(0x100))
+			if r.IntN(8) == 0 {
+				size = uint64(r.IntN(0x800))
+			}
+			syms = append(syms, Symbol{fmt.Sprintf("s%d", i), a, size})
+		}
+		s := NewSymbolizer(syms)
+		for pc := uint64(0); pc < 0xc00; pc++ {
+			var want Symbol
+			found := false
+			for _, sym := range s.Symbols() {
+				if pc >= sym.Addr && pc < end(sym) && (!found || sym.Addr > want.Addr || sym.Addr == want.Addr && sym.Size < want.Size) {
+					want, found = sym, true
+				}
+			}
+			got, _, ok := s.Lookup(pc)
+			if ok != found || got.Addr != want.Addr || got.Size != want.Size {
+				t.Fatalf("round %d: Lookup(%#x) = %+v %v, linear scan %+v %v", round, pc, got, ok, want, found)
+			}
+		}
 	}
 }
