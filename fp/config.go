@@ -1,7 +1,6 @@
 package fp
 
 import (
-	"github.com/unwindkit/unwindkit/internal/mem"
 	"github.com/unwindkit/unwindkit/ptrauth"
 )
 
@@ -93,9 +92,4 @@ type Config struct {
 	// ([PtRegsSize], [PtRegsStackFrameOff], ...). A layout whose fields do
 	// not fit inside its Size makes the walk fail before its first frame.
 	PtRegs PtRegsLayout
-
-	// mem, set only by this package's tests (which build their stacks in
-	// internal/mem regions and run each walk over them and over Data),
-	// is read for stacks and return stacks without Data.
-	mem *mem.Memory
 }

@@ -22,6 +22,13 @@ const (
 // walk that reads only inside its stacks cannot tell two worlds that
 // differ only in gapXor apart.
 func fuzzWorld(t *testing.T, data []byte, startFP, startPC uint64, flags uint16, gapXor uint64) (*Config, uint64) {
+	c, total, _ := fuzzWorldMem(t, data, startFP, startPC, flags, gapXor)
+	return c, total
+}
+
+// fuzzWorldMem is fuzzWorld that also returns the memory the Config's
+// Data are views of (the gaps between the stacks included).
+func fuzzWorldMem(t *testing.T, data []byte, startFP, startPC uint64, flags uint16, gapXor uint64) (*Config, uint64, *mem.Memory) {
 	byteAt := func(i int) byte {
 		if len(data) == 0 {
 			return 0
@@ -79,7 +86,7 @@ func fuzzWorld(t *testing.T, data []byte, startFP, startPC uint64, flags uint16,
 		}
 		words[i] = v
 	}
-	c := &Config{mem: m, Stacks: stacks}
+	c := &Config{Stacks: stacks}
 	c.FP = fuzzBase + startFP%(fuzzSize+64) - 32
 	if flags&1 != 0 {
 		c.FP = startFP
@@ -141,7 +148,7 @@ func fuzzWorld(t *testing.T, data []byte, startFP, startPC uint64, flags uint16,
 			c.GraphStack = 0
 		}
 	}
-	return c, total
+	return withMem(m, c), total, m
 }
 
 type fuzzResult struct {
@@ -246,13 +253,13 @@ func FuzzWalk(f *testing.F) {
 // The fuzz world's gap XOR really reaches words next to the stacks.
 func TestFuzzWorldGaps(t *testing.T) {
 	data := []byte{7, 1, 7, 1, 7, 1, 7, 1, 1, 2, 3, 4, 5}
-	c, _ := fuzzWorld(t, data, 0, 0, 0, 1<<40)
-	d, _ := fuzzWorld(t, data, 0, 0, 0, 0)
+	c, _, cm := fuzzWorldMem(t, data, 0, 0, 0, 1<<40)
+	_, _, dm := fuzzWorldMem(t, data, 0, 0, 0, 0)
 	below := c.Stacks[0].Low - 8
-	a, _ := c.mem.Load(below)
-	b, _ := d.mem.Load(below)
-	in1, _ := c.mem.Load(c.Stacks[0].Low)
-	in2, _ := d.mem.Load(c.Stacks[0].Low)
+	a, _ := cm.Load(below)
+	b, _ := dm.Load(below)
+	in1, _ := cm.Load(c.Stacks[0].Low)
+	in2, _ := dm.Load(c.Stacks[0].Low)
 	if a == b || in1 != in2 {
 		t.Fatalf("gap words %#x %#x, stack words %#x %#x", a, b, in1, in2)
 	}
@@ -278,8 +285,8 @@ func FuzzMutateChain(f *testing.F) {
 		c := m.config(sdei, pc(0))
 		c.Reliable = reliable
 		c.GraphTrampoline, c.KretprobeTrampoline = graphTramp, krTramp
-		c.GraphStack = m.retStack("graph", graphAddr, [2]uint64{pc(5), gfp})
-		c.KretprobeStack = m.retStack("kr", krAddr, [2]uint64{pc(6), kfp})
+		c.GraphStack, c.GraphStackData = m.retStack("graph", graphAddr, [2]uint64{pc(5), gfp})
+		c.KretprobeStack, c.KretprobeStackData = m.retStack("kr", krAddr, [2]uint64{pc(6), kfp})
 		// The used part of each stack, as word addresses.
 		var used []uint64
 		var total uint64

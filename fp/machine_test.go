@@ -120,16 +120,16 @@ func (s *tstack) enterFrom(from *tstack, lr uint64) uint64 {
 // config returns a walk of the machine starting at s's current fp with
 // start pc.
 func (m *machine) config(s *tstack, pc uint64) *Config {
-	c := &Config{mem: m.mem, Stacks: append([]Stack(nil), m.stacks...), FP: s.fp, PC: pc}
+	c := &Config{Stacks: m.stacks, FP: s.fp, PC: pc}
 	if m.task != nil {
 		c.TaskPtRegs = m.task.regs
 	}
-	return c
+	return withMem(m.mem, c)
 }
 
 // retStack writes a return stack (count, then {ret, fp} oldest first) at
 // addr in a region of its own and returns addr.
-func (m *machine) retStack(name string, addr uint64, entries ...[2]uint64) uint64 {
+func (m *machine) retStack(name string, addr uint64, entries ...[2]uint64) (uint64, []byte) {
 	m.t.Helper()
 	r := m.region(name, "retstack", addr, 8+16*uint64(len(entries))+8)
 	r.Store(addr, uint64(len(entries)))
@@ -137,7 +137,7 @@ func (m *machine) retStack(name string, addr uint64, entries ...[2]uint64) uint6
 		r.Store(addr+8+16*uint64(i), e[0])
 		r.Store(addr+16+16*uint64(i), e[1])
 	}
-	return addr
+	return addr, r.View()
 }
 
 // pcs returns the PCs of frames.
@@ -149,10 +149,10 @@ func pcs(frames []Frame) []uint64 {
 	return out
 }
 
-// walkAll collects every frame of c. For a Config over the model's memory
-// it also walks a copy of c over the same memory as caller bytes
-// (dataConfig) and fails the test unless both give the same frames, end
-// and error, with Walk and with Save: the two memory paths are one walk.
+// walkAll collects every frame of c. It also walks a copy of c over a
+// snapshot of its bytes (dataConfig: c's Data are live views of the
+// model's memory) and fails the test unless both give the same frames,
+// end and error, with Walk and with Save.
 func walkAll(t testing.TB, c *Config) ([]Frame, End, error) {
 	t.Helper()
 	frames, end, err := walkFrames(c)
@@ -177,14 +177,14 @@ func checkSameWalk(t testing.TB, c, d *Config, frames []Frame, end End, err erro
 	for _, d := range []*Config{d, misaligned(d)} {
 		f2, end2, err2 := walkFrames(d)
 		if !slices.Equal(frames, f2) || end != end2 || fmt.Sprint(err) != fmt.Sprint(err2) {
-			t.Fatalf("caller-bytes walk differs from the model-memory walk:\n %x %v %v\n %x %v %v", pcs(frames), end, err, pcs(f2), end2, err2)
+			t.Fatalf("the walk of a snapshot of the bytes differs from the live walk:\n %x %v %v\n %x %v %v", pcs(frames), end, err, pcs(f2), end2, err2)
 		}
 		for _, size := range []int{len(frames) + 1, max(len(frames)-1, 0)} {
 			s1, s2 := make([]uint64, size), make([]uint64, size)
 			n1, e1, err1 := SaveEnd(c, s1, 0)
 			n2, e2, err2 := SaveEnd(d, s2, 0)
 			if !slices.Equal(s1[:n1], s2[:n2]) || e1 != e2 || fmt.Sprint(err1) != fmt.Sprint(err2) {
-				t.Fatalf("Save into %d: caller bytes %x %v %v, model memory %x %v %v", size, s2[:n2], e2, err2, s1[:n1], e1, err1)
+				t.Fatalf("Save into %d: snapshot %x %v %v, live %x %v %v", size, s2[:n2], e2, err2, s1[:n1], e1, err1)
 			}
 		}
 	}
@@ -203,43 +203,59 @@ func misaligned(d *Config) *Config {
 	return &e
 }
 
-// dataConfig returns a copy of c (a Config over the model's memory) that
-// reads the same memory as caller bytes: each stack's Data and the return
-// stacks' data copied out of c's memory, and no model memory. It returns
-// nil if c has no model memory or a stack is not wholly inside one region
-// (those Configs fail in Init with a message of their own).
-func dataConfig(c *Config) *Config {
-	if c.mem == nil {
-		return nil
-	}
-	d := *c
-	d.mem = nil
-	d.Stacks = slices.Clone(c.Stacks)
-	for i := range d.Stacks {
-		s := &d.Stacks[i]
+// withMem gives c's stacks without Data, and its return stacks without
+// data, the bytes of mm's regions holding them, in place (mem.Region.View:
+// later stores to mm are seen by the walk), as a caller whose memory is
+// live hands it over. A stack not wholly inside one region keeps no Data
+// (Init refuses it). It clones c.Stacks first and returns c.
+func withMem(mm *mem.Memory, c *Config) *Config {
+	c.Stacks = slices.Clone(c.Stacks)
+	for i := range c.Stacks {
+		s := &c.Stacks[i]
 		if s.Low == 0 || s.Data != nil {
 			continue
 		}
-		r := c.mem.Find(s.Low)
+		r := mm.Find(s.Low)
 		if r == nil || s.High < s.Low || !r.Contains(s.Low, s.High-s.Low) {
-			return nil
+			continue
 		}
-		s.Data = r.Bytes()[s.Low-r.Base : s.High-r.Base]
+		s.Data = r.View()[s.Low-r.Base : s.High-r.Base]
 	}
 	// A return stack's data runs from its address to the end of its
-	// region, so the count limit is the same on both paths.
+	// region.
 	retData := func(a uint64) []byte {
-		if r := c.mem.Find(a); r != nil {
-			return r.Bytes()[a-r.Base:]
+		if r := mm.Find(a); r != nil {
+			return r.View()[a-r.Base:]
 		}
 		return nil
 	}
-	if d.GraphStackData == nil {
-		d.GraphStackData = retData(c.GraphStack)
+	if c.GraphStackData == nil && c.GraphStack != 0 {
+		c.GraphStackData = retData(c.GraphStack)
 	}
-	if d.KretprobeStackData == nil {
-		d.KretprobeStackData = retData(c.KretprobeStack)
+	if c.KretprobeStackData == nil && c.KretprobeStack != 0 {
+		c.KretprobeStackData = retData(c.KretprobeStack)
 	}
+	return c
+}
+
+// dataConfig returns a copy of c whose stacks' Data and return stacks'
+// data are copies of c's (a snapshot of memory c sees live), or nil if c
+// has a stack without Data.
+func dataConfig(c *Config) *Config {
+	d := *c
+	d.Stacks = slices.Clone(c.Stacks)
+	for i := range d.Stacks {
+		s := &d.Stacks[i]
+		if s.Low == 0 {
+			continue
+		}
+		if s.Data == nil {
+			return nil
+		}
+		s.Data = slices.Clone(s.Data)
+	}
+	d.GraphStackData = slices.Clone(c.GraphStackData)
+	d.KretprobeStackData = slices.Clone(c.KretprobeStackData)
 	return &d
 }
 

@@ -41,7 +41,7 @@ func TestGraphRecovery(t *testing.T) {
 	m, s, _, fps := tracedChain(t, 5, map[int]uint64{2: graphTramp, 4: graphTramp})
 	c := m.config(s, pc(0))
 	c.GraphTrampoline = graphTramp
-	c.GraphStack = m.retStack("graph", graphAddr,
+	c.GraphStack, c.GraphStackData = m.retStack("graph", graphAddr,
 		[2]uint64{pc(2), fps[1]},
 		[2]uint64{graphTramp, fps[3]}, // a tail call's entry: skipped
 		[2]uint64{pc(4), fps[3]},
@@ -94,7 +94,7 @@ func TestGraphRecoveryFailures(t *testing.T) {
 						tt.entries[i][1] = fps[1]
 					}
 				}
-				c.GraphStack = m.retStack("graph", graphAddr, tt.entries...)
+				c.GraphStack, c.GraphStackData = m.retStack("graph", graphAddr, tt.entries...)
 			}
 			frames, _, err := walkAll(t, c)
 			if len(frames) != tt.wantPCs || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
@@ -112,12 +112,12 @@ func TestGraphRecoveryFailures(t *testing.T) {
 	m, s, _, _ := tracedChain(t, 4, map[int]uint64{2: graphTramp})
 	c := m.config(s, pc(0))
 	c.GraphTrampoline = graphTramp
-	c.GraphStack = m.retStack("graph", graphAddr, [2]uint64{pc(2), 1})
+	c.GraphStack, c.GraphStackData = m.retStack("graph", graphAddr, [2]uint64{pc(2), 1})
 	m.mem.Store(graphAddr, 1<<62)
 	if _, _, err := walkAll(t, c); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("huge count: %v", err)
 	}
-	c.GraphStack = 0x12345 // unmapped
+	c.GraphStack, c.GraphStackData = 0x12345, nil // unmapped
 	if _, _, err := walkAll(t, c); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("unmapped ret stack: %v", err)
 	}
@@ -131,7 +131,7 @@ func TestGraphCursor(t *testing.T) {
 	m, s, _, fps := tracedChain(t, 4, map[int]uint64{1: graphTramp, 3: graphTramp})
 	c := m.config(s, pc(0))
 	c.GraphTrampoline = graphTramp
-	c.GraphStack = m.retStack("graph", graphAddr,
+	c.GraphStack, c.GraphStackData = m.retStack("graph", graphAddr,
 		[2]uint64{pc(1), fps[0]},
 		[2]uint64{pc(3), fps[2]},
 		[2]uint64{0xdead, 0x9999}, // newest, matches nothing on the stack
@@ -142,7 +142,7 @@ func TestGraphCursor(t *testing.T) {
 	}
 	// Entries older than the cursor only: the outer frame's entry is newer
 	// than the inner one's, so after the inner match it is out of reach.
-	c.GraphStack = m.retStack("graph2", graphAddr+0x10000,
+	c.GraphStack, c.GraphStackData = m.retStack("graph2", graphAddr+0x10000,
 		[2]uint64{pc(3), fps[2]},
 		[2]uint64{pc(1), fps[0]},
 	)
@@ -156,7 +156,7 @@ func TestKretprobeRecovery(t *testing.T) {
 	m, s, _, fps := tracedChain(t, 5, map[int]uint64{1: krTramp, 4: krTramp})
 	c := m.config(s, pc(0))
 	c.KretprobeTrampoline = krTramp
-	c.KretprobeStack = m.retStack("kretprobe", krAddr,
+	c.KretprobeStack, c.KretprobeStackData = m.retStack("kretprobe", krAddr,
 		[2]uint64{pc(1), fps[0]},
 		[2]uint64{pc(77), 0x5555}, // an instance passed over by the cursor
 		[2]uint64{krTramp, fps[3]},
@@ -170,13 +170,13 @@ func TestKretprobeRecovery(t *testing.T) {
 		t.Fatalf("flags %+v", frames)
 	}
 	// Negative: no matching instance, and no instances at all.
-	c.KretprobeStack = m.retStack("kretprobe2", krAddr+0x10000, [2]uint64{pc(4), fps[3]})
+	c.KretprobeStack, c.KretprobeStackData = m.retStack("kretprobe2", krAddr+0x10000, [2]uint64{pc(4), fps[3]})
 	frames, _, err = walkAll(t, c)
 	if len(frames) != 5 {
 		t.Fatalf("missing instance: %x", pcs(frames))
 	}
 	wantCorrupt(t, err, "unrecoverable kretprobe return", fps[0])
-	c.KretprobeStack = 0
+	c.KretprobeStack, c.KretprobeStackData = 0, nil
 	frames, _, err = walkAll(t, c)
 	if len(frames) != 2 {
 		t.Fatalf("no instances: %x", pcs(frames))
@@ -191,8 +191,8 @@ func TestGraphAndKretprobe(t *testing.T) {
 	m, s, _, fps := tracedChain(t, 5, map[int]uint64{2: graphTramp, 3: krTramp, 4: graphTramp})
 	c := m.config(s, pc(0))
 	c.GraphTrampoline, c.KretprobeTrampoline = graphTramp, krTramp
-	c.GraphStack = m.retStack("graph", graphAddr, [2]uint64{pc(2), fps[1]}, [2]uint64{krTramp, fps[3]})
-	c.KretprobeStack = m.retStack("kretprobe", krAddr, [2]uint64{pc(3), fps[2]}, [2]uint64{pc(4), fps[3]})
+	c.GraphStack, c.GraphStackData = m.retStack("graph", graphAddr, [2]uint64{pc(2), fps[1]}, [2]uint64{krTramp, fps[3]})
+	c.KretprobeStack, c.KretprobeStackData = m.retStack("kretprobe", krAddr, [2]uint64{pc(3), fps[2]}, [2]uint64{pc(4), fps[3]})
 	frames, end, err := walkAll(t, c)
 	if err != nil || end != EndFinal || !slices.Equal(pcs(frames), []uint64{pc(0), pc(5), pc(4), pc(3), pc(2), pc(1)}) {
 		t.Fatalf("%v %v %x", end, err, pcs(frames))
@@ -206,7 +206,7 @@ func TestGraphAndKretprobe(t *testing.T) {
 	// The start PC is recovered too (do_kunwind's first recovery).
 	c2 := m.config(s, graphTramp)
 	c2.GraphTrampoline = graphTramp
-	c2.GraphStack = m.retStack("graph start", graphAddr+0x20000, [2]uint64{pc(2), fps[1]}, [2]uint64{pc(40), s.fp})
+	c2.GraphStack, c2.GraphStackData = m.retStack("graph start", graphAddr+0x20000, [2]uint64{pc(2), fps[1]}, [2]uint64{pc(40), s.fp})
 	frames, _, _ = walkAll(t, c2)
 	if frames[0].PC != pc(40) || frames[0].Flags != FlagGraph {
 		t.Fatalf("start frame %+v", frames[0])
@@ -234,7 +234,7 @@ func TestPACSignedLRs(t *testing.T) {
 	}
 	base := m.config(s, layout.Sign(pc(0), 0x1000, key, ptrauth.QARMA5))
 	base.GraphTrampoline = graphTramp
-	base.GraphStack = m.retStack("graph", graphAddr, [2]uint64{pc(3), fps[2]})
+	base.GraphStack, base.GraphStackData = m.retStack("graph", graphAddr, [2]uint64{pc(3), fps[2]})
 	want := []uint64{pc(0), pc(4), pc(3), pc(2), pc(1)}
 	for _, tt := range []struct {
 		name   string

@@ -5,12 +5,8 @@ import (
 )
 
 // retLoad reads the word at addr of the return stack at a whose caller
-// memory is data (Config.GraphStackData or KretprobeStackData), or, for a
-// Config of this package's tests without that data, their memory.
+// memory is data (Config.GraphStackData or KretprobeStackData).
 func (u *Unwinder) retLoad(a uint64, data []byte, addr uint64) (uint64, bool) {
-	if data == nil && u.cfg.mem != nil {
-		return u.cfg.mem.Load(addr)
-	}
 	off := addr - a // addr >= a for every caller
 	if addr%8 != 0 || addr < a || off > uint64(len(data)) || uint64(len(data))-off < 8 {
 		return 0, false
@@ -27,12 +23,7 @@ func (u *Unwinder) retStack(a uint64, data []byte, rule string) (n int, st statu
 		return 0, u.fail(errs.Corruptf(rule, a, "return stack header unreadable"))
 	}
 	// The header was readable, so at least 8 bytes follow a.
-	var avail uint64
-	if data == nil && u.cfg.mem != nil {
-		avail = u.cfg.mem.Find(a).End() - a
-	} else {
-		avail = uint64(len(data))
-	}
+	avail := uint64(len(data))
 	if limit := (avail - RetStackEntriesOff) / RetStackEntrySize; cnt > limit {
 		return 0, u.fail(errs.Corruptf(rule, a, "return stack count %d exceeds the %d entries its memory can hold", cnt, limit))
 	}

@@ -262,7 +262,7 @@ func TestRules(t *testing.T) {
 			irq := m.stack(IRQ, "irq", stackTop+0x100000, IRQStackSize)
 			meta := irq.s.Low + 64
 			irq.store(meta+MetaTypeOff, MetaPtRegs)
-			return &Config{mem: m.mem, Stacks: m.stacks, FP: meta, PC: pc(0)},
+			return withMem(m.mem, &Config{Stacks: m.stacks, FP: meta, PC: pc(0)}),
 				result{pcs: []uint64{pc(0)}, end: EndError, rule: "pt_regs outside stacks", addr: meta - PtRegsStackFrameOff}
 		}},
 		{"pt_regs overlap consumed record", func(t *testing.T) (*Config, result) {
@@ -282,7 +282,7 @@ func TestRules(t *testing.T) {
 			low := uint64(0x100)
 			st := m.stack(Extra, "low", low, 0x1000)
 			st.store(low+MetaTypeOff, MetaPtRegs)
-			return &Config{mem: m.mem, Stacks: m.stacks, FP: low, PC: pc(0)},
+			return withMem(m.mem, &Config{Stacks: m.stacks, FP: low, PC: pc(0)}),
 				result{pcs: []uint64{pc(0)}, end: EndError, rule: "pt_regs outside stacks", addr: low}
 		}},
 	}
@@ -346,15 +346,15 @@ func TestBadConfig(t *testing.T) {
 		mutate func(c *Config)
 		want   string
 	}{
-		{"no memory", func(c *Config) { c.mem = nil }, "has no Data"},
+		{"no memory", func(c *Config) { c.Stacks[0].Data = nil }, "has no Data"},
 		{"short data", func(c *Config) { c.Stacks[0].Data = make([]byte, c.Stacks[0].High-c.Stacks[0].Low-8) }, "Data holds 0x3ff8 bytes, want 0x4000"},
 		{"long data", func(c *Config) { c.Stacks[0].Data = make([]byte, c.Stacks[0].High-c.Stacks[0].Low+1) }, "Data holds"},
 		{"misaligned stack", func(c *Config) { c.Stacks[0].Low += 4 }, "not 8-byte aligned"},
 		{"empty stack", func(c *Config) { c.Stacks[0].High = c.Stacks[0].Low }, "empty"},
 		{"overlap", func(c *Config) {
-			c.Stacks = append(c.Stacks, Stack{Kind: IRQ, Low: c.Stacks[0].High - 8, High: c.Stacks[0].High + 64, Name: "bad"})
+			c.Stacks = append(c.Stacks, Stack{Kind: IRQ, Low: c.Stacks[0].High - 8, High: c.Stacks[0].High + 64, Name: "bad", Data: make([]byte, 72)})
 		}, "overlaps"},
-		{"unmapped", func(c *Config) { c.Stacks[0].High += 4096 }, "not inside one memory region"},
+		{"unmapped", func(c *Config) { c.Stacks[0].High += 4096 }, "Data holds 0x4000 bytes, want 0x5000"},
 	}
 	for _, tt := range tests {
 		c := m.config(s, pc(0))
@@ -367,7 +367,7 @@ func TestBadConfig(t *testing.T) {
 	// A valid config with many stacks (more than the inline buffer).
 	c := m.config(s, pc(0))
 	for i := range 10 {
-		c.Stacks = append(c.Stacks, Stack{Kind: Extra, Low: 0x10000 * uint64(i+1), High: 0x10000*uint64(i+1) + 0x100})
+		c.Stacks = append(c.Stacks, Stack{Kind: Extra, Low: 0x10000 * uint64(i+1), High: 0x10000*uint64(i+1) + 0x100, Data: make([]byte, 0x100)})
 	}
 	if _, end, err := walkAll(t, c); end != EndFinal || err != nil {
 		t.Fatalf("many stacks: %v %v", end, err)

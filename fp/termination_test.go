@@ -15,7 +15,7 @@ func TestTerminationDensestChain(t *testing.T) {
 		s.store(a, a+16) // the last one points at High: outside
 		s.store(a+8, pc(int(a-s.s.Low)/16))
 	}
-	c := &Config{mem: m.mem, Stacks: m.stacks, FP: s.s.Low, PC: pc(0)}
+	c := withMem(m.mem, &Config{Stacks: m.stacks, FP: s.s.Low, PC: pc(0)})
 	frames, end, err := walkAll(t, c)
 	if want := OverflowStackSize/16 + 1; len(frames) != want || end != EndError {
 		t.Fatalf("%d frames (%v), want %d", len(frames), end, want)

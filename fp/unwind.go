@@ -148,7 +148,7 @@ func (u *Unwinder) init(c *Config) {
 			u.setErr(fmt.Errorf("fp: stack %d %q: [%#x, %#x) is empty or not 8-byte aligned", i, s.Name, s.Low, s.High))
 			return
 		}
-		if s.Data == nil && c.mem == nil {
+		if s.Data == nil {
 			u.setErr(fmt.Errorf("fp: stack %d %q [%#x, %#x) has no Data", i, s.Name, s.Low, s.High))
 			return
 		}
@@ -200,21 +200,10 @@ func (u *Unwinder) fail(err error) status {
 	return stepFail
 }
 
-// resolve binds s to the memory region holding it, the first time the walk
-// looks inside s. Doing it lazily keeps Init cheap for stacks never
-// visited.
+// resolve binds s to its Data, the first time the walk looks inside s.
+// Doing it lazily keeps Init cheap for stacks never visited.
 func (u *Unwinder) resolve(s *stackInfo) bool {
-	if data := u.cfg.Stacks[s.idx].Data; data != nil {
-		s.words = wordsOf(data) // init checked len(data) == top-base
-		return true
-	}
-	r := u.cfg.mem.Find(s.base) // init made sure mem != nil for a stack without data
-	if r == nil || !r.Contains(s.base, s.top-s.base) {
-		u.err = fmt.Errorf("fp: stack %q [%#x, %#x) is not inside one memory region", u.cfg.Stacks[s.idx].Name, s.base, s.top)
-		return false
-	}
-	off := (s.base - r.Base) / 8
-	s.words = r.Words()[off : off+(s.top-s.base)/8]
+	s.words = wordsOf(u.cfg.Stacks[s.idx].Data) // init checked len(Data) == top-base
 	return true
 }
 
