@@ -64,10 +64,7 @@ type Unwinder struct {
 	cfg    Config // a copy: keeping the caller's pointer would make every Config escape to the heap
 	inited bool
 	holes  bool // some stack has Holes: save's fast path is off on those
-	// hmul and h are SaveHashed's: the hash key's multiplier (0: save
-	// does not hash) and the running hash of the frames stored.
-	hmul, h uint64
-	layout  ptrauth.Layout
+	layout ptrauth.Layout
 
 	// common unwind state
 	fp, pc uint64

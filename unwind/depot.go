@@ -19,22 +19,21 @@ import (
 // trace is cut at len(buf). If storing fails, the handle is zero and the
 // error wraps the depot's.
 //
-// It takes one pass over the stack: the unwinder hashes each return
-// address with d's [depot.HashKey] as it stores it ([SaveHashed]), and d
-// takes that hash ([depot.Depot.SaveHashed]), so a trace already in d
-// costs the unwind, one probe and one compare, and nothing reads the
-// trace a second time to hash it.
+// It reads the stack once: the unwind hashes the frames it stored with
+// d's [depot.HashKey] ([SaveHashed]) and d takes that hash
+// ([depot.Depot.SaveHashed]), so a trace already in d costs the unwind,
+// one sweep of buf, one probe and one compare; d neither hashes the trace
+// again nor copies it.
 func SaveToDepot(d *depot.Depot, src *Source, buf []uint64, skip int) (depot.Handle, error) {
 	n, h, err := SaveHashed(src, buf, skip, d.HashKey())
 	return StoreHashed(d, buf[:n], h, err)
 }
 
 // SaveHashed is [Save] that also returns the stored trace's hash under
-// key k, computed by the unwinder as it stores the frames (k.Start, then
-// k.Add of each stored frame): the hash [depot.Depot.SaveHashed] takes.
-// The FP walk folds each address into the hash inside its loop, where the
-// multiplies overlap its chain of dependent loads; the SCS copy, which
-// waits on no load, folds them in one sweep of buf right after copying.
+// key k (k.Start, then k.Add of each stored frame): the hash
+// [depot.Depot.SaveHashed] takes. Both unwinders fold the stored frames
+// in one sweep of buf right after the unwind (fp.SaveHashed and
+// scs.SaveHashed say why not inside their loops).
 func SaveHashed(src *Source, buf []uint64, skip int, k depot.HashKey) (int, depot.Hash, error) {
 	var n int
 	var h uint64
