@@ -164,32 +164,46 @@ func Save(v *View, store []uint64, skip int) (int, error) {
 	}
 	d := v.Data[:len(v.Data)&^7]
 	addr := v.GCSPR
-	n := 0
-	for ; i < len(d); i, addr = i+8, addr+8 {
+	out := store // the part of store not written yet
+	for i < len(d) {
+		// Two return addresses at a time while both pass one test each
+		// (4-byte aligned, non-zero, outside the slot's own page) and
+		// nothing is left to skip: the common case, in registers.
+		if skip == 0 && len(out) >= 2 && i+16 <= len(d) {
+			p := (*[16]byte)(d[i : i+16])
+			a, c := binary.LittleEndian.Uint64(p[:8]), binary.LittleEndian.Uint64(p[8:])
+			if (a|c)&3 == 0 && a != 0 && c != 0 && a^addr >= 1<<12 && c^(addr+8) >= 1<<12 {
+				out[0], out[1] = a, c
+				out = out[2:]
+				i, addr = i+16, addr+16
+				if len(out) == 0 {
+					return len(store), nil
+				}
+				continue
+			}
+		}
 		w := binary.LittleEndian.Uint64(d[i:])
-		// One test for the common case: a 4-byte aligned, non-zero value
-		// outside the slot's own page is a return address.
-		if w&3 != 0 || w == 0 || (w^addr)&CapAddrMask == 0 {
-			switch k := Classify(w, addr); k {
+		i, addr = i+8, addr+8
+		if w&3 != 0 || w == 0 || (w^(addr-8)) < 1<<12 {
+			switch k := Classify(w, addr-8); k {
 			case KindSignalCap:
 				continue
 			case KindTop, KindCap, KindInProgress:
-				return n, nil
+				return len(store) - len(out), nil
 			case KindBad:
-				return n, v.entryErr(k, w, addr)
+				return len(store) - len(out), v.entryErr(k, w, addr-8)
 			}
 		}
 		if skip > 0 {
 			skip--
 			continue
 		}
-		store[n] = w
-		n++
-		if n == len(store) {
-			return n, nil
+		out[0] = w
+		if out = out[1:]; len(out) == 0 {
+			return len(store), nil
 		}
 	}
-	return n, v.entryErr(KindTop, 0, addr)
+	return len(store) - len(out), v.entryErr(KindTop, 0, addr)
 }
 
 // Frame is one return address of a GCS with its provenance.
