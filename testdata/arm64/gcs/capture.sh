@@ -14,8 +14,10 @@
 # stops it with the tree's gdb-multiarch at the capture point
 # (gen/gcscapture.py) and writes snapshots/SCENARIO.json (gen/main.go) and
 # gdb/SCENARIO.bt.txt, gdb's own backtrace. Host ASLR is off (setarch
-# -R), the environment holds only the tunable, so reruns give the same
-# addresses.
+# -R), QEMU's random bytes are fixed (-seed 1) and the environment holds
+# only the tunable, so reruns give the same files, except that now and
+# then (one run in seven here) QEMU places the guest's stack and GCS
+# elsewhere: the same stops at other addresses.
 set -eu
 
 sid=${1:?usage: capture.sh SID_TREE}
@@ -78,7 +80,7 @@ for sc in chain leaf noframe recurse signal longjmp deep; do
 	esac
 	port=$((port + 1))
 	# shellcheck disable=SC2086
-	(cd "$work" && env -i GLIBC_TUNABLES=glibc.cpu.aarch64_gcs=1 setarch -R "$QEMU" -cpu max $qopt -g $port ./gcs.elf $sc >/dev/null 2>&1 &)
+	(cd "$work" && env -i GLIBC_TUNABLES=glibc.cpu.aarch64_gcs=1 setarch -R "$QEMU" -seed 1 -cpu max $qopt -g $port ./gcs.elf $sc >/dev/null 2>&1 &)
 	set -- -batch -nx -ex "set pagination off" -ex "set backtrace past-main on" -ex "set tcp auto-retry on" -ex "set tcp connect-timeout 20" \
 		-ex "file /gcs-capture/gcs.elf" -ex "target remote :$port" -ex "handle SIGUSR1 nostop noprint pass"
 	if [ -n "$brk" ]; then set -- "$@" -ex "break $brk"; fi
@@ -89,7 +91,7 @@ for sc in chain leaf noframe recurse signal longjmp deep; do
 	[ -s "$work/$sc.raw.json" ] || { cat "$work/$sc.gdb.log" >&2; exit 1; }
 	"$work/gen" -raw "$work/$sc.raw.json" -elf "$work/gcs.elf" -scenario "$sc" -expect "$exp" \
 		-o "$work/out/snapshots/$sc.json" -bt "$work/out/gdb/$sc.bt.txt" -binary 'gcs.elf (built by capture.sh, not kept)' \
-		-compiler "$gcc_ver" -qemu "GLIBC_TUNABLES=glibc.cpu.aarch64_gcs=1 qemu-aarch64 -cpu max${qopt:+ $qopt} [$qemu_ver; $gdb_ver]" -note "$note"
+		-compiler "$gcc_ver" -qemu "GLIBC_TUNABLES=glibc.cpu.aarch64_gcs=1 qemu-aarch64 -seed 1 -cpu max${qopt:+ $qopt} [$qemu_ver; $gdb_ver]" -note "$note"
 done
 
 mkdir -p "$here/snapshots" "$here/gdb"
