@@ -3,6 +3,7 @@ package gcs_test
 import (
 	"testing"
 
+	"github.com/unwindkit/unwindkit/internal/benchbody"
 	"github.com/unwindkit/unwindkit/unwind"
 	"github.com/unwindkit/unwindkit/unwind/gcs"
 )
@@ -74,5 +75,20 @@ func itoa(n int) string {
 		if n /= 10; n == 0 {
 			return s
 		}
+	}
+}
+
+// BenchmarkModel: the GCS copy of a modelled thread at the depths of the
+// SCS-versus-FP report's model table (the body examples/compare runs for
+// its GCS column):
+//
+//	go test -run '^$' -bench Model -cpu 1 ./unwind/gcs
+func BenchmarkModel(b *testing.B) {
+	for _, depth := range benchbody.ModelDepths {
+		v, err := benchbody.GCSView(depth)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("depth="+itoa(depth), func(b *testing.B) { benchbody.GCSSave(b, &v, depth) })
 	}
 }
