@@ -319,3 +319,22 @@ func TestCaptureSignalFrames(t *testing.T) {
 		t.Errorf("got %v\nwant %v", got, want)
 	}
 }
+
+// TestCaptureWithoutGCS: a capture of a program without GCS (the SCS
+// captures of testdata/arm64/snapshots) has no GCS region, and the copy
+// of what it gives says ErrNotSupported, as stack_trace_save_shadow says
+// -ENOSYS.
+func TestCaptureWithoutGCS(t *testing.T) {
+	s, err := snapshot.Open("../../testdata/arm64/snapshots/gcc-nopac-pauth-chain.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, data, ok := s.GCSRegion()
+	if s.HasGCS || ok || data != nil {
+		t.Fatalf("HasGCS %v, GCSRegion %#x %d %v", s.HasGCS, base, len(data), ok)
+	}
+	v := gcs.NewSnapshotView(data, base, s.Regs.GCSPR)
+	if n, err := gcs.Save(&v, make([]uint64, 8), 0); n != 0 || !errors.Is(err, gcs.ErrNotSupported) {
+		t.Errorf("Save: %d %v", n, err)
+	}
+}
