@@ -38,9 +38,9 @@ NOINL int leaf_mid(int v) { int r = leaf_spin(v); g_sink++; return r; }
 NOINL int run_leaf(void) { return leaf_mid(3); }
 
 /* noframe: noframe_call (noframe.S) is assembly that keeps x30 on the
- * stack without a frame record and calls capture_here: an FP walk skips
- * its caller asm_mid, the GCS and the SCS... the SCS misses noframe_call
- * itself (no SCS push in hand-written assembly). */
+ * stack without a frame record or SCS push and calls capture_here: the
+ * FP walk and the SCS copy skip its caller asm_mid, whose return address
+ * is only on the stack and on the GCS. */
 void noframe_call(int v);
 NOINL void asm_mid(int v) { noframe_call(v); g_sink++; }
 NOINL int run_noframe(void) { asm_mid(5); return g_sink; }
