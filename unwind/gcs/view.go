@@ -166,21 +166,51 @@ func Save(v *View, store []uint64, skip int) (int, error) {
 	addr := v.GCSPR
 	out := store // the part of store not written yet
 	for i < len(d) {
-		// Two return addresses at a time while both pass one test each
-		// (4-byte aligned, non-zero, outside the slot's own page) and
-		// nothing is left to skip: the common case, in registers.
-		if skip == 0 && len(out) >= 2 && i+16 <= len(d) {
-			p := (*[16]byte)(d[i : i+16])
-			a, c := binary.LittleEndian.Uint64(p[:8]), binary.LittleEndian.Uint64(p[8:])
-			if (a|c)&3 == 0 && a != 0 && c != 0 && a^addr >= 1<<12 && c^(addr+8) >= 1<<12 {
-				out[0], out[1] = a, c
-				out = out[2:]
-				i, addr = i+16, addr+16
-				if len(out) == 0 {
-					return len(store), nil
-				}
-				continue
+		// Eight, then four return addresses at a time while nothing is
+		// left to skip and all pass the test of the common case, a filter
+		// (whatever fails it is classified one entry at a time below): no
+		// value less 4 has bits 1:0 or 63:56 set (4-byte aligned, not 0,
+		// a user address) and none lies in the two pages the slots may be
+		// in (a token names its own slot's page; GCS pages hold no code).
+		for skip == 0 && len(out) >= 8 && i+64 <= len(d) {
+			p := (*[64]byte)(d[i : i+64])
+			a, c := binary.LittleEndian.Uint64(p[:8]), binary.LittleEndian.Uint64(p[8:16])
+			e, f := binary.LittleEndian.Uint64(p[16:24]), binary.LittleEndian.Uint64(p[24:32])
+			g, h := binary.LittleEndian.Uint64(p[32:40]), binary.LittleEndian.Uint64(p[40:48])
+			x, y := binary.LittleEndian.Uint64(p[48:56]), binary.LittleEndian.Uint64(p[56:])
+			lo := addr &^ 0xfff
+			if ((a-4)|(c-4)|(e-4)|(f-4)|(g-4)|(h-4)|(x-4)|(y-4))&(3|^uint64(1<<56-1)) != 0 ||
+				a-lo < 2<<12 || c-lo < 2<<12 || e-lo < 2<<12 || f-lo < 2<<12 ||
+				g-lo < 2<<12 || h-lo < 2<<12 || x-lo < 2<<12 || y-lo < 2<<12 {
+				break
 			}
+			o := (*[8]uint64)(out)
+			o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7] = a, c, e, f, g, h, x, y
+			out = out[8:]
+			i, addr = i+64, addr+64
+			if len(out) == 0 {
+				return len(store), nil
+			}
+		}
+		for skip == 0 && len(out) >= 4 && i+32 <= len(d) {
+			p := (*[32]byte)(d[i : i+32])
+			a, c := binary.LittleEndian.Uint64(p[:8]), binary.LittleEndian.Uint64(p[8:16])
+			e, f := binary.LittleEndian.Uint64(p[16:24]), binary.LittleEndian.Uint64(p[24:])
+			lo := addr &^ 0xfff
+			if ((a-4)|(c-4)|(e-4)|(f-4))&(3|^uint64(1<<56-1)) != 0 ||
+				a-lo < 2<<12 || c-lo < 2<<12 || e-lo < 2<<12 || f-lo < 2<<12 {
+				break
+			}
+			o := (*[4]uint64)(out)
+			o[0], o[1], o[2], o[3] = a, c, e, f
+			out = out[4:]
+			i, addr = i+32, addr+32
+			if len(out) == 0 {
+				return len(store), nil
+			}
+		}
+		if i >= len(d) {
+			break
 		}
 		w := binary.LittleEndian.Uint64(d[i:])
 		i, addr = i+8, addr+8
