@@ -29,11 +29,14 @@ func BenchmarkCaptures(b *testing.B) {
 				if err != nil || n == 0 {
 					b.Fatalf("%d frames, %v", n, err)
 				}
+				stop := cpuClock()
 				for b.Loop() {
 					save()
 				}
+				cpu := stop()
 				b.ReportMetric(float64(n), "frames/op")
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/frame")
+				b.ReportMetric(float64(cpu)/float64(b.N)/float64(n), "cpu-ns/frame")
 			})
 		}
 		run("gcs", func() (int, error) { return gcs.Save(&v, store, 0) })
@@ -59,10 +62,13 @@ func BenchmarkDeep(b *testing.B) {
 			store := make([]uint64, n)
 			b.Run(c.name+"/"+itoa(n), func(b *testing.B) {
 				got, _ := gcs.Save(&v, store, 0)
+				stop := cpuClock()
 				for b.Loop() {
 					gcs.Save(&v, store, 0)
 				}
+				cpu := stop()
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(got), "ns/frame")
+				b.ReportMetric(float64(cpu)/float64(b.N)/float64(got), "cpu-ns/frame")
 			})
 		}
 	}
@@ -89,6 +95,10 @@ func BenchmarkModel(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Run("depth="+itoa(depth), func(b *testing.B) { benchbody.GCSSave(b, &v, depth) })
+		b.Run("depth="+itoa(depth), func(b *testing.B) {
+			stop := cpuClock()
+			benchbody.GCSSave(b, &v, depth)
+			b.ReportMetric(float64(stop())/float64(b.N)/float64(depth), "cpu-ns/frame")
+		})
 	}
 }
