@@ -35,8 +35,8 @@ type gdbFrame struct {
 func loadCaptures(t testing.TB) []capture {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(captures, "*.json"))
-	if len(files) != 7 {
-		t.Fatalf("found %d GCS captures in %s, want 7", len(files), captures)
+	if len(files) != 8 {
+		t.Fatalf("found %d GCS captures in %s, want 8", len(files), captures)
 	}
 	var out []capture
 	for _, path := range files {
@@ -148,7 +148,8 @@ func drop(chain []string, names ...string) []string {
 //
 //   - GCS: the innermost pc and the pc a signal interrupted (no return
 //     addresses), and _start (running when glibc's __libc_start_main
-//     enabled GCS). It sees the leaf's caller, the assembly function
+//     enabled GCS; a second thread's GCS, allocated at clone, holds all
+//     of its frames). It sees the leaf's caller, the assembly function
 //     without a frame record and its caller, glibc's frames and the
 //     sigreturn trampoline.
 //   - SCS: the innermost pc, the interrupted pc, everything above main
@@ -159,7 +160,8 @@ func drop(chain []string, names ...string) []string {
 //     function (no frame record: the walk goes from its callee's record to
 //     its caller's caller).
 func TestCapturesThreeTechniques(t *testing.T) {
-	glibc := []string{"__libc_start_call_main", "__libc_start_main_impl", "_start"}
+	// glibc's frames below main or a thread's function (no SCS pushes).
+	glibc := []string{"__libc_start_call_main", "__libc_start_main", "_start", "start_thread", "thread_start"}
 	for _, c := range loadCaptures(t) {
 		t.Run(c.name, func(t *testing.T) {
 			s := c.s
@@ -271,7 +273,7 @@ func TestCaptureDeep(t *testing.T) {
 	for _, pc := range all[d:n] {
 		tail = append(tail, funcName(s, pc))
 	}
-	if want := []string{"run_deep", "main", "__libc_start_call_main", "__libc_start_main_impl"}; d < 4000 || !slices.Equal(tail, want) {
+	if want := []string{"run_deep", "main", "__libc_start_call_main", "__libc_start_main"}; d < 4000 || !slices.Equal(tail, want) {
 		t.Errorf("%d gcs_descend entries, then %v; want > 4000, then %v", d, tail, want)
 	}
 	small := make([]uint64, 64)
@@ -314,7 +316,7 @@ func TestCaptureSignalFrames(t *testing.T) {
 		got = append(got, n+"/"+strconv.Itoa(f.Signal))
 	}
 	want := []string{"handler_mid/0", "on_usr1/0", "sigreturn/0", "sig_mid/1", "run_signal/1", "main/1",
-		"__libc_start_call_main/1", "__libc_start_main_impl/1"}
+		"__libc_start_call_main/1", "__libc_start_main/1"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %v\nwant %v", got, want)
 	}
@@ -336,5 +338,29 @@ func TestCaptureWithoutGCS(t *testing.T) {
 	v := gcs.NewSnapshotView(data, base, s.Regs.GCSPR)
 	if n, err := gcs.Save(&v, make([]uint64, 8), 0); n != 0 || !errors.Is(err, gcs.ErrNotSupported) {
 		t.Errorf("Save: %d %v", n, err)
+	}
+}
+
+// TestCaptureThread: a second thread's GCS is a region of its own (not
+// the main thread's), ending with the top marker its creation wrote, and
+// holds the thread's whole chain down to glibc's thread_start.
+func TestCaptureThread(t *testing.T) {
+	cs := loadCaptures(t)
+	get := func(name string) *snapshot.Snapshot {
+		return cs[slices.IndexFunc(cs, func(c capture) bool { return c.name == name })].s
+	}
+	mb, md, _ := get("chain").GCSRegion()
+	tb, td, _ := get("thread").GCSRegion()
+	if tb < mb+uint64(len(md)) && mb < tb+uint64(len(td)) {
+		t.Errorf("thread GCS [%#x, +%#x) overlaps the main thread's [%#x, +%#x)", tb, len(td), mb, len(md))
+	}
+	for _, d := range [][]byte{md, td} {
+		if len(d) < 8 || !slices.Equal(d[len(d)-8:], make([]byte, 8)) {
+			t.Errorf("region does not end with the top marker")
+		}
+	}
+	got, _ := gcsNames(t, get("thread"))
+	if len(got) == 0 || got[len(got)-1] != "thread_start" {
+		t.Errorf("thread's GCS: %v", got)
 	}
 }

@@ -61,8 +61,8 @@ qemu_ver=$("$QEMU" --version | head -1)
 gdb_ver=$(chroot "$sid" gdb-multiarch --version | head -1)
 
 port=23470
-start='__libc_start_call_main,__libc_start_main_impl,_start'
-for sc in chain leaf noframe recurse signal longjmp deep; do
+start='__libc_start_call_main,__libc_start_main,_start'
+for sc in chain leaf noframe recurse signal longjmp deep thread; do
 	brk=snap_touch finish=finish qopt="" note=""
 	case $sc in
 	chain) exp="capture_here,chain_d,chain_c,chain_b,run_chain,main,$start" ;;
@@ -75,6 +75,8 @@ for sc in chain leaf noframe recurse signal longjmp deep; do
 		note="SIGUSR1 on the normal stack, raised by sig_raise's rt_sigqueueinfo svc; ? is the sigreturn trampoline (QEMU's vdso, no symbol in the ELF)" ;;
 	longjmp) exp="capture_here,lj_after,lj_top,run_longjmp,main,$start"
 		note="after longjmp out of lj_deep and lj_mid: glibc's longjmp unwound the GCS; x18 is not in the jmp_buf, so the SCS keeps two dead slots" ;;
+	thread) exp="capture_here,chain_d,chain_c,chain_b,run_chain,thread_main,start_thread,thread_start"
+		note="the chain on a second thread (pthread_create): its own GCS, allocated at clone, and its own shadow call stack" ;;
 	deep) exp="" brk="" finish="" qopt="-s 65536"
 		note="gcs_descend calls itself until the GCS (32 KiB with qemu -s 65536: half the stack size) is full; stopped at the SIGSEGV of the push that found the guard page" ;;
 	esac

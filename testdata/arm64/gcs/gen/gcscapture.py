@@ -4,7 +4,7 @@
 # registers, GCSPR_EL0 (QEMU's stub has no org.gnu.gdb.aarch64.gcs
 # feature, so gdb has no $gcspr; it lists the system register as
 # $GCSPR_EL0 in org.qemu.gdb.arm.sys.regs), the stack from sp to the end
-# of its mapping, the shadow call stack from g_scs_base to x18 + 32, the
+# of its mapping (at most 64 KiB), the shadow call stack from g_scs_base to x18 + 32, the
 # guarded control stack from GCSPR_EL0 - 64 (dead entries below the
 # pointer) to the end of its mapping, and gdb's own backtrace, frame by
 # frame and as "bt" prints it.
@@ -35,12 +35,12 @@ def reg(name, frame=None):
     return u64(frame.read_register(name))
 
 
-def mapping_end(addr):
-    """The end of the readable pages from addr up (at most LIMIT bytes)."""
+def mapping_end(addr, limit=LIMIT):
+    """The end of the readable pages from addr up (at most limit bytes)."""
     top = (addr | 4095) + 1
-    while top - addr < LIMIT and readable(top):
+    while top - addr < limit and readable(top):
         top += 4096
-    return top
+    return min(top, addr + limit)
 
 
 def region(lo, hi):
@@ -52,7 +52,9 @@ out["regs"]["gcspr"] = reg("GCSPR_EL0")
 out["gcscre0"] = reg("GCSCRE0_EL1")
 
 sp = out["regs"]["sp"] & ~15
-out["stack"] = region(sp, mapping_end(sp))
+# At most 64 KiB of stack: a thread's stack mapping has other readable
+# mappings right above it.
+out["stack"] = region(sp, mapping_end(sp, 64 << 10))
 
 scs = u64(gdb.parse_and_eval("(unsigned long)g_scs_base"))
 if scs:

@@ -126,7 +126,14 @@ func funcSymbols(path string) ([]symbol, error) {
 			out = append(out, symbol{Name: s.Name, Addr: hexU64(s.Value), Size: s.Size})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
+	// By address, aliases by name: the snapshot's symbolizer names an
+	// address by the first of equal symbols, the same one in every run.
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Addr != out[j].Addr {
+			return out[i].Addr < out[j].Addr
+		}
+		return out[i].Name < out[j].Name
+	})
 	return out, nil
 }
 
@@ -188,7 +195,9 @@ func main() {
 	mark := func(v uint64) {
 		i := sort.Search(len(all), func(i int) bool { return uint64(all[i].Addr) > v }) - 1
 		if i >= 0 && v < uint64(all[i].Addr)+max(all[i].Size, 1) {
-			hit[i] = true
+			for j := i; j >= 0 && all[j].Addr == all[i].Addr; j-- { // and its aliases
+				hit[j] = true
+			}
 		}
 	}
 	for _, v := range r.Regs {

@@ -5,6 +5,7 @@
  * glibc.cpu.aarch64_gcs=1), so every frame from _start on has its GCS
  * entry. g_gcs_enabled and g_gcspr_main are what main saw (prctl
  * PR_GET_SHADOW_STACK_STATUS and GCSPR_EL0), for the capture script. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,7 +36,7 @@ static int run_deep(void)
 }
 
 /* with_scs runs fn with x18 at the base of a fresh shadow call stack. */
-static int with_scs(int (*fn)(void))
+static inline __attribute__((always_inline)) int with_scs(int (*fn)(void))
 {
 	char *p = mmap(0, SCS_SIZE + 8192, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED || mprotect(p + 4096, SCS_SIZE, PROT_READ | PROT_WRITE))
@@ -50,6 +51,23 @@ static int with_scs(int (*fn)(void))
 			 : "r"(g_scs_base), "r"(fn)
 			 : "x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10", "x11", "x12", "x13",
 			   "x14", "x15", "x16", "x17", "x30", "memory", "cc");
+	return r;
+}
+
+/* thread: the chain on a second thread, which has a GCS of its own
+ * (allocated at clone, as Linux does) and a shadow call stack of its own. */
+static void *thread_main(void *arg)
+{
+	*(int *)arg = with_scs(run_chain);
+	return 0;
+}
+
+static int run_thread(void)
+{
+	pthread_t t;
+	int r = -1;
+	if (pthread_create(&t, 0, thread_main, &r) || pthread_join(t, 0))
+		return -1;
 	return r;
 }
 
@@ -69,10 +87,10 @@ int main(int argc, char **argv)
 		const char *name;
 		int (*fn)(void);
 	} sc[] = {{"chain", run_chain}, {"leaf", run_leaf}, {"noframe", run_noframe}, {"recurse", run_recurse},
-		  {"signal", run_signal}, {"longjmp", run_longjmp}, {"deep", run_deep}};
+		  {"signal", run_signal}, {"longjmp", run_longjmp}, {"deep", run_deep}, {"thread", run_thread}};
 	for (unsigned i = 0; i < sizeof sc / sizeof sc[0]; i++)
 		if (!strcmp(argv[1], sc[i].name)) {
-			int r = with_scs(sc[i].fn);
+			int r = sc[i].fn == run_thread ? run_thread() : with_scs(sc[i].fn);
 			printf("%s: %d gcs status %#lx gcspr %#lx\n", argv[1], r, g_gcs_status, g_gcspr_main);
 			return 0;
 		}
