@@ -17,7 +17,9 @@
 # -R), QEMU's random bytes are fixed (-seed 1) and the environment holds
 # only the tunable, so reruns give the same files, except that now and
 # then (one run in seven here) QEMU places the guest's stack and GCS
-# elsewhere: the same stops at other addresses.
+# elsewhere: the same stops at other addresses; and thread's stack
+# holds 7 bytes that change (its thread id, a number in a leftover
+# string). The tree needs no /proc mounted.
 set -eu
 
 sid=${1:?usage: capture.sh SID_TREE}
