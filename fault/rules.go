@@ -47,6 +47,18 @@ const (
 	RulePerCPUSavedX18Zero     = "per-CPU saved x18 is 0 inside call_on_irq_stack" // the seed policy's saved pointer is 0 while its context is live
 	RulePtRegsX18AboveSaved    = "pt_regs x18 above the saved x18"                 // pt_regs.regs[18] is above the policy's saved x18 on the same shadow stack
 
+	// Guarded Control Stack (package unwind/gcs); Addr is the entry's or
+	// the pointer's address.
+
+	RuleMisalignedGCSPointer    = "misaligned gcs pointer"     // a GCSPR_EL0 value is not 8-byte aligned
+	RuleGCSPointerOutsideRegion = "gcs pointer outside region" // GCSPR_EL0 is outside the captured GCS region
+	RuleGCSBadEntry             = "gcs bad entry"              // an entry is neither a return address nor a token of the architecture or the kernel
+	RuleGCSNoTop                = "gcs no top marker"          // the region ends before the top-of-stack marker 0
+	RuleGCSOverflow             = "gcs overflow"               // a push below the stack's base (the guard page)
+	RuleGCSUnderflow            = "gcs underflow"              // a pop past the top-of-stack marker
+	RuleGCSReturnMismatch       = "gcs return mismatch"        // ret with x30 different from the newest entry (GCS exception)
+	RuleGCSBadSignalCap         = "gcs bad signal cap"         // sigreturn found no signal cap token at GCSPR_EL0
+
 	// Stack depot (package depot).
 
 	RuleRecordOverrunsPool = "record overruns its pool" // a stored trace runs past its pool

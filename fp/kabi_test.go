@@ -55,7 +55,7 @@ func TestKernelABILayout(t *testing.T) {
 // value is unknown.
 func TestOriginNames(t *testing.T) {
 	seen := map[string]Origin{}
-	for o := OriginUnknown; o <= OriginLR; o++ {
+	for o := OriginUnknown; o <= OriginGCS; o++ {
 		s := o.String()
 		if strings.HasPrefix(s, "Origin(") || (s == "unknown") != (o == OriginUnknown) {
 			t.Errorf("origin %d: %q", o, s)

@@ -378,7 +378,7 @@ func TestStrings(t *testing.T) {
 	for _, tt := range []struct{ got, want string }{
 		{Task.String(), "task"}, {SDEICritical.String(), "sdei-critical"}, {Extra.String(), "extra"},
 		{StackKind(99).String(), "StackKind(99)"},
-		{OriginRegsPC.String(), "regs-pc"}, {OriginCaller.String(), "caller"}, {Origin(9).String(), "Origin(9)"},
+		{OriginRegsPC.String(), "regs-pc"}, {OriginCaller.String(), "caller"}, {OriginGCS.String(), "gcs"}, {Origin(99).String(), "Origin(99)"},
 		{EndFinal.String(), "final"}, {EndStopped.String(), "stopped"}, {End(9).String(), "End(9)"},
 	} {
 		if tt.got != tt.want {

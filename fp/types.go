@@ -169,7 +169,8 @@ type Hole struct {
 // unwind/core and unwind/kernel report their frames with it). Its first
 // values are the kernel's enum kunwind_source
 // (arch/arm64/kernel/stacktrace.c); then the two a shadow call stack
-// copy needs, and the two of a CPU stopped in a dump. Its String is the
+// copy needs, the two of a CPU stopped in a dump, and the Guarded
+// Control Stack's. Its String is the
 // origin's lowercase name, e.g. "regs-pc" (the line comment of its
 // constant).
 type Origin uint8
@@ -207,6 +208,9 @@ const (
 	// its frame record: the caller's return address is only in x30
 	// (package unwind/kernel).
 	OriginLR // lr-at-entry
+	// OriginGCS: an entry of the arm64 Guarded Control Stack, pushed by
+	// the hardware on every bl (package unwind/gcs).
+	OriginGCS // gcs
 )
 
 // Flags records how a frame's PC was recovered (union unwind_flags).

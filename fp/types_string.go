@@ -17,11 +17,12 @@ func _() {
 	_ = x[OriginInterruptedPC-6]
 	_ = x[OriginStopPC-7]
 	_ = x[OriginLR-8]
+	_ = x[OriginGCS-9]
 }
 
-const _Origin_name = "unknownframecallertaskregs-pcscsinterrupted-pcstop-pclr-at-entry"
+const _Origin_name = "unknownframecallertaskregs-pcscsinterrupted-pcstop-pclr-at-entrygcs"
 
-var _Origin_index = [...]uint8{0, 7, 12, 18, 22, 29, 32, 46, 53, 64}
+var _Origin_index = [...]uint8{0, 7, 12, 18, 22, 29, 32, 46, 53, 64, 67}
 
 func (i Origin) String() string {
 	idx := int(i) - 0

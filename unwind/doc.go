@@ -37,6 +37,7 @@
 //	unwind/vmcore       → ptrauth                                  arm64 kernel vmcores: VMCOREINFO, page tables, kallsyms, BTF
 //	unwind/kernel       → unwind, unwind/vmcore, fp, scs, ptrauth  a vmcore unwound with the rules of the kernel that wrote it
 //	unwind/debuginfo    → (internal only)                          file:line and inlined frames from DWARF, read lazily (debug/dwarf)
+//	unwind/gcs          → fp                                       arm64's Guarded Control Stack: a thread's model and the copy unwinder
 //
 // Below the front door (DESIGN.md's layering): fault imports the standard
 // library only; ptrauth and percpu are leaves (fault and the internal

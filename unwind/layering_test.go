@@ -30,6 +30,8 @@ var layers = []struct {
 	// The one sibling import: unwind/kernel reads its dump through
 	// unwind/vmcore.
 	{"unwind/kernel", []string{"fault", "internal/...", "ptrauth", "percpu", "scs", "fp", "depot", "unwind", "unwind/vmcore"}},
+	// The Guarded Control Stack: below the front door's vocabulary only.
+	{"unwind/gcs", []string{"fault", "internal/...", "fp"}},
 	{"unwind/...", []string{"fault", "internal/...", "ptrauth", "percpu", "scs", "fp", "depot", "unwind"}},
 	// The benchmarks' shared bodies drive the products they measure.
 	{"internal/benchbody", []string{"fault", "internal/...", "ptrauth", "percpu", "scs", "fp", "depot", "unwind", "unwind/..."}},

@@ -97,7 +97,7 @@ func TestShortRun(t *testing.T) {
 	}
 	specs := []spec{
 		{"Modelled arm64 stack: shadow call stack copy vs frame-pointer walk", 6,
-			[]string{"8", "32", "128", "8", "32", "128"}, 4, []int{2, 3}},
+			[]string{"8", "32", "128", "8", "32", "128"}, 5, []int{2, 3, 4}},
 		{"Shadow call stack entry policies", 9,
 			[]string{"thread_info", "thread_info", "thread_info", "on-stack", "on-stack", "on-stack", "per-cpu", "per-cpu", "per-cpu"}, 5, []int{4}},
 		{"Live Go unwinding", 3, []string{"8", "32", "128"}, -1, []int{1, 2}},

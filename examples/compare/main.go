@@ -133,10 +133,10 @@ func header(w io.Writer, short bool) {
 }
 
 func modelUnwind(w io.Writer, b bench) error {
-	fmt.Fprintln(w, "#### Modelled arm64 stack: shadow call stack copy vs frame-pointer walk")
+	fmt.Fprintln(w, "#### Modelled arm64 stack: shadow call stack copy vs frame-pointer walk, with the GCS copy")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| depth | PAC | SCS copy ns/frame | FP walk ns/frame | FP / SCS |")
-	fmt.Fprintln(w, "|---:|:---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| depth | PAC | SCS copy ns/frame | GCS copy ns/frame | FP walk ns/frame | FP / SCS |")
+	fmt.Fprintln(w, "|---:|:---:|---:|---:|---:|---:|")
 	for _, pac := range []bool{false, true} {
 		for _, depth := range benchbody.ModelDepths {
 			var bodies []func(*testing.B)
@@ -147,13 +147,21 @@ func modelUnwind(w io.Writer, b bench) error {
 				}
 				bodies = append(bodies, func(tb *testing.B) { benchbody.ModelSave(tb, src, depth) })
 			}
+			// A user thread's Guarded Control Stack as deep (its entries
+			// carry no PAC: the same copy in both rows).
+			v, err := benchbody.GCSView(depth)
+			if err != nil {
+				return err
+			}
+			bodies = append(bodies, func(tb *testing.B) { benchbody.GCSSave(tb, &v, depth) })
 			ns, err := b.run(bodies...)
 			if err != nil {
 				return err
 			}
-			ns[0] /= float64(depth)
-			ns[1] /= float64(depth)
-			fmt.Fprintf(w, "| %d | %s | %.2f | %.2f | %s |\n", depth, onOff(pac), ns[0], ns[1], ratio(ns[1]/ns[0]))
+			for i := range ns {
+				ns[i] /= float64(depth)
+			}
+			fmt.Fprintf(w, "| %d | %s | %.2f | %.2f | %.2f | %s |\n", depth, onOff(pac), ns[0], ns[2], ns[1], ratio(ns[1]/ns[0]))
 		}
 	}
 	fmt.Fprintln(w)

@@ -40,6 +40,7 @@ import (
 	"github.com/unwindkit/unwindkit/unwind"
 	"github.com/unwindkit/unwindkit/unwind/core"
 	"github.com/unwindkit/unwindkit/unwind/debuginfo"
+	"github.com/unwindkit/unwindkit/unwind/gcs"
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 	"github.com/unwindkit/unwindkit/unwind/live"
 	"github.com/unwindkit/unwindkit/unwind/live/stackid"
@@ -190,6 +191,19 @@ func main() {
 	fmt.Println("prologue: leaf", prologue.ScanCode("ret", 0x1000, []byte{0xc0, 0x03, 0x5f, 0xd6}).Leaf())
 	k := &kernel.Kernel{Syms: []vmcore.KSym{{Name: "el1h_64_irq_handler", Addr: 0x1000, Size: 0x28, Type: 't'}}}
 	fmt.Println("kernel:", k.Format(0x1018))
+
+	// A user thread's Guarded Control Stack: two calls, a signal, one
+	// more call; the copy passes over the signal cap token.
+	th, err := gcs.NewThread(0x7fff00000000, 4096)
+	check(err)
+	check(th.Call(0x400100))
+	check(th.Call(0x400200))
+	_, err = th.Signal(0x7ffff7f754ec)
+	check(err)
+	check(th.Call(0x400300))
+	gv := th.View()
+	n, err = gcs.Save(&gv, buf, 0)
+	fmt.Printf("gcs: %d entries, err %v, %#x\n", n, err, buf[:n])
 }
 
 func frames(pcs []uintptr) func(func(string) bool) {
@@ -227,7 +241,8 @@ core: error true
 vmcore: error true
 debuginfo: error true
 prologue: leaf true
-kernel: el1h_64_irq_handler+0x18/0x28`
+kernel: el1h_64_irq_handler+0x18/0x28
+gcs: 4 entries, err <nil>, [0x400304 0x7ffff7f754ec 0x400204 0x400104]`
 
 // TestOutsideModule builds and runs program in a module of its own. It
 // uses the checkout's go.sum and the requirements of its go.mod, so it

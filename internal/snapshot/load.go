@@ -26,7 +26,7 @@ type file struct {
 }
 
 type fileRegs struct {
-	PC, SP, X18, X29, X30 *string
+	PC, SP, X18, X29, X30, GCSPR *string
 }
 
 type fileRegion struct {
@@ -272,7 +272,7 @@ func (l *loader) top(f *file, key string) error {
 }
 
 func (l *loader) regs(r *fileRegs, key string) error {
-	dst := map[string]**string{"pc": &r.PC, "sp": &r.SP, "x18": &r.X18, "x29": &r.X29, "x30": &r.X30}[key]
+	dst := map[string]**string{"pc": &r.PC, "sp": &r.SP, "x18": &r.X18, "x29": &r.X29, "x30": &r.X30, "gcspr": &r.GCSPR}[key]
 	if dst == nil {
 		return l.skip()
 	}

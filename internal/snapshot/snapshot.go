@@ -9,7 +9,8 @@
 // in hexadecimal with a 0x prefix; region data is standard base64 of the
 // little-endian bytes; unknown fields are ignored. Load checks everything an
 // unwinder will rely on (regions well formed and disjoint, sp and x29 inside
-// stack regions, x18 inside the shadow call stack) and reports a broken
+// stack regions, x18 inside the shadow call stack, regs.gcspr inside
+// the Guarded Control Stack) and reports a broken
 // rule with an error that names the field.
 //
 // Package unwind/snapshot wraps Load as snapshot.Load.
@@ -57,6 +58,7 @@ var (
 const (
 	KindStack = "stack" // a call stack: sp and x29 point into one
 	KindSCS   = "scs"   // a shadow call stack: scs_base and x18 point into one
+	KindGCS   = "gcs"   // a Guarded Control Stack: regs.gcspr points into one
 )
 
 // Rules of the corruption errors Load returns (errs.CorruptError.Rule),
@@ -78,6 +80,9 @@ const (
 // pointer-authentication code; strip them with the snapshot's Layout.
 type Regs struct {
 	PC, SP, X18, X29, X30 uint64
+	// GCSPR is GCSPR_EL0, the Guarded Control Stack pointer (the newest
+	// entry), valid when the Snapshot's HasGCS is true.
+	GCSPR uint64
 }
 
 // Snapshot is a loaded snapshot.
@@ -95,6 +100,9 @@ type Snapshot struct {
 	// into, valid when HasSCS is true.
 	SCSBase uint64
 	HasSCS  bool
+	// HasGCS says the snapshot gives regs.gcspr (in a region of kind
+	// "gcs").
+	HasGCS bool
 	// Memory holds every captured region.
 	Memory *mem.Memory
 	// Symbols symbolizes code addresses.
@@ -113,6 +121,15 @@ func (s *Snapshot) StackRegions() []*mem.Region {
 		}
 	}
 	return out
+}
+
+// GCSRegion returns the region holding the Guarded Control Stack (the
+// one that contains regs.gcspr), or nil when the snapshot has none.
+func (s *Snapshot) GCSRegion() *mem.Region {
+	if !s.HasGCS {
+		return nil
+	}
+	return s.Memory.Find(s.Regs.GCSPR)
 }
 
 // SCSRegion returns the region holding the shadow call stack (the one that
@@ -197,6 +214,7 @@ func build(f *file) (*Snapshot, error) {
 		{"regs.x18", f.Regs.X18, &s.Regs.X18, true},
 		{"regs.x29", f.Regs.X29, &s.Regs.X29, false},
 		{"regs.x30", f.Regs.X30, &s.Regs.X30, false},
+		{"regs.gcspr", f.Regs.GCSPR, &s.Regs.GCSPR, true},
 	} {
 		if g.p == nil && g.optional {
 			continue
@@ -208,6 +226,7 @@ func build(f *file) (*Snapshot, error) {
 		*g.dst = v
 	}
 	hasX18 = f.Regs.X18 != nil
+	s.HasGCS = f.Regs.GCSPR != nil
 	if f.SCSBase != nil {
 		v, err := parseHex("scs_base", f.SCSBase)
 		if err != nil {
@@ -254,6 +273,11 @@ func build(f *file) (*Snapshot, error) {
 		}
 	}
 
+	if s.HasGCS {
+		if err := inKind(s.Memory, "regs.gcspr", s.Regs.GCSPR, KindGCS); err != nil {
+			return nil, err
+		}
+	}
 	// Symbols.
 	syms := make([]Symbol, 0, len(*f.Symbols))
 	for i, fs := range *f.Symbols {

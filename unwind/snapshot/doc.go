@@ -10,5 +10,8 @@
 // does; unwind.CompareTraces explains what each technique misses.
 // testdata/arm64 holds captures of programs built by clang and GCC with
 // -fsanitize=shadow-call-stack and pac-ret, run under qemu-aarch64, and
-// the script that rebuilds them.
+// the script that rebuilds them. A capture may also hold the Guarded
+// Control Stack (regs.gcspr and a region of kind "gcs": Regs.GCSPR,
+// GCSRegion), which package unwind/gcs copies; testdata/arm64/gcs holds
+// captures of a GCS program run under qemu-aarch64 11.1.
 package snapshot

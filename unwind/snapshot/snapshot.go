@@ -28,6 +28,9 @@ type Snapshot struct {
 	// when HasSCS.
 	SCSBase uint64
 	HasSCS  bool
+	// HasGCS says the capture gives GCSPR_EL0 (Regs.GCSPR) and the
+	// Guarded Control Stack it points into (GCSRegion).
+	HasGCS bool
 	// Expect is the known call chain, innermost first, by symbol name; nil
 	// when the snapshot gives none.
 	Expect []string
@@ -42,6 +45,9 @@ type Regs struct {
 	// call stack pointer, X29 the frame pointer and X30 the link
 	// register.
 	PC, SP, X18, X29, X30 uint64
+	// GCSPR is GCSPR_EL0, the Guarded Control Stack pointer (its newest
+	// entry); valid when the Snapshot's HasGCS is set (see GCSRegion).
+	GCSPR uint64
 }
 
 // Region describes one captured memory region.
@@ -59,7 +65,8 @@ type Region struct {
 //	  "version": 1, "arch": "arm64",
 //	  "va_bits": 48,                 // PAC bits start at va_bits
 //	  "tbi": true,                   // top-byte-ignore for these addresses
-//	  "regs": {"pc": "0x…", "sp": "0x…", "x18": "0x…", "x29": "0x…", "x30": "0x…"},
+//	  "regs": {"pc": "0x…", "sp": "0x…", "x18": "0x…", "x29": "0x…", "x30": "0x…",
+//	           "gcspr": "0x…"},       // optional: GCSPR_EL0, into a region of kind "gcs"
 //	  "scs_base": "0x…",             // optional: the shadow call stack x18 points into
 //	  "regions": [{"name": "stack", "kind": "stack", "base": "0x…", "data": "<base64>"},
 //	              {"name": "scs", "kind": "scs", "base": "0x…", "data": "…"}, …],
@@ -80,7 +87,7 @@ func Load(r io.Reader) (*Snapshot, error) {
 	out := &Snapshot{
 		VABits: s.VABits, TBI: s.TBI, Layout: s.Layout,
 		Regs:    Regs(s.Regs),
-		SCSBase: s.SCSBase, HasSCS: s.HasSCS, Expect: s.Expect, s: s,
+		SCSBase: s.SCSBase, HasSCS: s.HasSCS, HasGCS: s.HasGCS, Expect: s.Expect, s: s,
 	}
 	out.sym = symbridge.Wrap(s.Symbols).(*unwind.Symbolizer) // the loader's table as it is
 	return out, nil
