@@ -40,6 +40,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/unwind/vmcore"
@@ -92,6 +93,10 @@ type Kernel struct {
 	owned     bool
 	owners    [][2]uint64
 	ownersErr error
+	// mods are the loaded modules (Modules), read once.
+	modOnce sync.Once
+	mods    []Module
+	modsErr error
 }
 
 // keys read from BTF besides vmcore.OffsetKeys.
@@ -342,6 +347,21 @@ func (k *Kernel) stackOwner(cpu int) (uint64, error) {
 	return 0, fmt.Errorf("sp %#x is on no stack of the task list's %d tasks (an IRQ stack, or an idle task, which the list lacks)", sp, len(k.owners))
 }
 
+// typeOffset returns a member offset (or "sizeof(name)") of any kernel
+// structure: from the offsets New derived, else from the BTF.
+func (k *Kernel) typeOffset(key string) (uint64, error) {
+	if o, ok := k.off[key]; ok {
+		return o, nil
+	}
+	if k.BTF == nil {
+		return 0, fmt.Errorf("offset %s unknown (no BTF)", key)
+	}
+	if len(key) > 7 && key[:7] == "sizeof(" && key[len(key)-1] == ')' {
+		return k.BTF.Size(key[7 : len(key)-1])
+	}
+	return k.BTF.Offset(key)
+}
+
 func (k *Kernel) offset(key string) (uint64, error) {
 	o, ok := k.off[key]
 	if !ok {
@@ -569,8 +589,14 @@ func (k *Kernel) TaskWalk(t Task) (*Walk, error) {
 }
 
 // Sym returns the symbol holding pc: the last at or below it (the first
-// of several at one address, as kallsyms picks).
+// of several at one address, as kallsyms picks). A pc in a loaded
+// module's memory ([Kernel.Modules], read from the dump) is named from
+// that module's own symbol table, as the kernel names it (KSym.Module
+// set), whatever the symbols given to New say.
 func (k *Kernel) Sym(pc uint64) (vmcore.KSym, bool) {
+	if s, ok, in := k.moduleSym(pc); in {
+		return s, ok
+	}
 	i := sort.Search(len(k.Syms), func(i int) bool { return k.Syms[i].Addr > pc }) - 1
 	if i < 0 {
 		return vmcore.KSym{}, false
@@ -585,11 +611,15 @@ func (k *Kernel) Sym(pc uint64) (vmcore.KSym, bool) {
 	return s, true
 }
 
-// Format returns pc as the kernel prints it (%pS): function+0xoff/0xsize.
+// Format returns pc as the kernel prints it (%pS): function+0xoff/0xsize,
+// followed by " [module]" in a module.
 func (k *Kernel) Format(pc uint64) string {
 	s, ok := k.Sym(pc)
 	if !ok {
 		return fmt.Sprintf("%#x", pc)
+	}
+	if s.Module != "" {
+		return fmt.Sprintf("%s+%#x/%#x [%s]", s.Name, pc-s.Addr, s.Size, s.Module)
 	}
 	return fmt.Sprintf("%s+%#x/%#x", s.Name, pc-s.Addr, s.Size)
 }
