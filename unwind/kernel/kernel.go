@@ -108,7 +108,7 @@ func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
 	if !v.HasInfo {
 		return nil, fmt.Errorf("%s: no VMCOREINFO: kernel version and layout unknown", v.Path)
 	}
-	k := &Kernel{V: v, Syms: syms, opts: opts, off: map[string]uint64{}, sym: map[string]uint64{}, mem: v}
+	k := &Kernel{V: v, Syms: syms, opts: opts, off: map[string]uint64{}, sym: make(map[string]uint64, len(syms)), mem: v}
 	for _, s := range syms {
 		if _, ok := k.sym[s.Name]; !ok {
 			k.sym[s.Name] = s.Addr
@@ -168,7 +168,7 @@ func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
 // without CONFIG_KALLSYMS_ALL lists no data symbols in /proc/kallsyms, and
 // vmlinux's (nm) can supply them without changing any function's size.
 func MergeDataSyms(syms, extra []vmcore.KSym) []vmcore.KSym {
-	have := map[string]bool{}
+	have := make(map[string]bool, len(syms)+len(extra)/4)
 	var etext uint64
 	for _, s := range syms {
 		have[s.Name] = true
