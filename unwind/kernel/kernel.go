@@ -60,6 +60,11 @@ type Options struct {
 	BTF      *vmcore.BTF
 	BTFFrom  string
 	BTFBuild string
+	// Types, when set, gives the structure offsets of a dump with no BTF
+	// (none found, or unreadable): the DWARF of the kernel's vmlinux
+	// (unwind/debuginfo's File.Types) of the same build. BTF wins when
+	// both are there.
+	Types vmcore.Types
 }
 
 // Kernel is a vmcore prepared for unwinding.
@@ -72,6 +77,9 @@ type Kernel struct {
 	ABI fp.ABI
 	// BTF is the kernel's type information (nil if none was found).
 	BTF *vmcore.BTF
+	// Types is where the structure offsets come from: BTF, else
+	// Options.Types, else nil (only the per-version table then).
+	Types vmcore.Types
 	// BTFAt and BTFSize are where the BTF was read.
 	BTFAt, BTFSize uint64
 	// Regs is the layout of struct pt_regs.
@@ -132,16 +140,22 @@ func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
 	} else if err := k.loadBTF(); err != nil {
 		k.note("BTF: %v", err)
 	}
-	offs := v.Offsets(k.BTF)
+	if k.BTF != nil {
+		k.Types = k.BTF
+	} else if opts.Types != nil {
+		k.Types = opts.Types
+		k.note("structure offsets from %s (no BTF)", opts.Types.Origin())
+	}
+	offs := v.Offsets(k.Types)
 	for _, key := range vmcore.OffsetKeys {
 		o := offs[key]
 		if o.Source != "" {
 			k.off[key] = o.Value
 		}
 	}
-	if k.BTF != nil {
+	if k.Types != nil {
 		for _, key := range taskKeys {
-			if o, err := k.BTF.Offset(key); err == nil {
+			if o, err := k.Types.Offset(key); err == nil {
 				k.off[key] = o
 			}
 		}
@@ -348,18 +362,18 @@ func (k *Kernel) stackOwner(cpu int) (uint64, error) {
 }
 
 // typeOffset returns a member offset (or "sizeof(name)") of any kernel
-// structure: from the offsets New derived, else from the BTF.
+// structure: from the offsets New derived, else from the Types.
 func (k *Kernel) typeOffset(key string) (uint64, error) {
 	if o, ok := k.off[key]; ok {
 		return o, nil
 	}
-	if k.BTF == nil {
+	if k.Types == nil {
 		return 0, fmt.Errorf("offset %s unknown (no BTF)", key)
 	}
 	if len(key) > 7 && key[:7] == "sizeof(" && key[len(key)-1] == ')' {
-		return k.BTF.Size(key[7 : len(key)-1])
+		return k.Types.Size(key[7 : len(key)-1])
 	}
-	return k.BTF.Offset(key)
+	return k.Types.Offset(key)
 }
 
 func (k *Kernel) offset(key string) (uint64, error) {
