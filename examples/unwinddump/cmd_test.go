@@ -545,7 +545,7 @@ func TestGuessedBounds(t *testing.T) {
 			n++
 		}
 	}
-	if n != 18 {
+	if n != 20 {
 		t.Errorf("%d stops checked", n)
 	}
 }

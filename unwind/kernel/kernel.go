@@ -32,8 +32,12 @@
 //
 // Structure offsets come from the kernel's BTF in the dump (found through
 // __start_BTF/__stop_BTF or, for kernels whose kallsyms lacks data
-// symbols, by its header in the image after _etext), per-CPU data from
-// __per_cpu_offset, and every choice is listed in [Kernel.Notes].
+// symbols, by its header in the image after _etext), or, for a dump
+// without BTF, from the vmlinux's DWARF ([Options.Types]); per-CPU data
+// from __per_cpu_offset; and every choice is listed in [Kernel.Notes].
+// Frames in a loaded module are named from the module list and each
+// module's own symbol table in the dump ([Kernel.Modules]), printed as
+// the kernel prints them, "func+0xoff/0xsize [mod]".
 package kernel
 
 import (
@@ -603,13 +607,18 @@ func (k *Kernel) TaskWalk(t Task) (*Walk, error) {
 }
 
 // Sym returns the symbol holding pc: the last at or below it (the first
-// of several at one address, as kallsyms picks). A pc in a loaded
-// module's memory ([Kernel.Modules], read from the dump) is named from
-// that module's own symbol table, as the kernel names it (KSym.Module
+// of several at one address, as kallsyms picks). A pc outside the kernel
+// image's text [_stext, _etext) that is in a loaded module's memory
+// ([Kernel.Modules], read from the dump) is named from that module's own
+// symbol table, as the kernel's kallsyms_lookup names it (KSym.Module
 // set), whatever the symbols given to New say.
 func (k *Kernel) Sym(pc uint64) (vmcore.KSym, bool) {
-	if s, ok, in := k.moduleSym(pc); in {
-		return s, ok
+	st, ok1 := k.sym["_stext"]
+	et, ok2 := k.sym["_etext"]
+	if !ok1 || !ok2 || pc < st || pc >= et {
+		if s, ok, in := k.moduleSym(pc); in {
+			return s, ok
+		}
 	}
 	i := sort.Search(len(k.Syms), func(i int) bool { return k.Syms[i].Addr > pc }) - 1
 	if i < 0 {

@@ -107,6 +107,10 @@ func (k *Kernel) moduleOffsets() (modOffsets, error) {
 }
 
 func (k *Kernel) readModules() ([]Module, error) {
+	if k.V == nil || k.mem == nil {
+		// A Kernel made without New (its Syms alone) has no dump.
+		return nil, fmt.Errorf("modules: no dump to read them from (the Kernel was not made by New)")
+	}
 	head, ok := k.sym["modules"]
 	if !ok {
 		return nil, fmt.Errorf("%s: modules: the list head is not among the symbols (a data symbol: give System.map or vmlinux)", k.V.Path)

@@ -176,3 +176,17 @@ func TestModulesNeedTheListHead(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatWithoutDump checks that a Kernel made from its symbols alone
+// (no New, no dump, as a caller naming pcs with the kernel's rules may
+// make it) names pcs and says Modules has nothing to read: the module
+// lookup in Sym panicked on its nil dump.
+func TestFormatWithoutDump(t *testing.T) {
+	k := &kernel.Kernel{Syms: []vmcore.KSym{{Name: "el1h_64_irq_handler", Addr: 0x1000, Size: 0x28, Type: 't'}}}
+	if got := k.Format(0x1018); got != "el1h_64_irq_handler+0x18/0x28" {
+		t.Errorf("Format: %s", got)
+	}
+	if _, err := k.Modules(); err == nil {
+		t.Error("Modules without a dump: no error")
+	}
+}
