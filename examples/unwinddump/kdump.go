@@ -71,8 +71,17 @@ func dumpKernelCore(w, stderr io.Writer, path string, v *vmcore.Vmcore, files []
 			}
 		}
 	}
-	if k.BTF == nil {
-		fmt.Fprintf(stderr, "unwinddump: warning: %s: no BTF (the dump holds none; give -btf or a vmlinux with .BTF): offsets from the version's table, tasks unknown\n", path)
+	if k.BTF == nil && len(o.lines.files) > 0 {
+		// No BTF anywhere: the structure offsets from a vmlinux's DWARF.
+		d := o.lines.files[0]
+		opts.Types = d.f.Types()
+		if k, err = kernel.New(v, syms, opts); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "unwinddump: %s: no BTF: structure offsets from the DWARF of %s\n", path, d.name)
+	}
+	if k.BTF == nil && k.Types == nil {
+		fmt.Fprintf(stderr, "unwinddump: warning: %s: no BTF (the dump holds none; give -btf, or a vmlinux with .BTF or DWARF): offsets from the version's table, tasks unknown\n", path)
 	}
 	wantTasks := o.tasks || o.pid >= 0 || o.task != 0
 	rep := k.Unwind(wantTasks)

@@ -8,6 +8,8 @@
 #   sh testdata/kernel/capture.sh deb-6.12-nolva   # the same with arm64.nolva (48-bit VAs)
 #   sh testdata/kernel/capture.sh scs-6.12     # $KCAP/scs/scs-6.12/Image from build-scs.sh
 #   sh testdata/kernel/capture.sh scs-6.12-onstack, scs-6.1, scs-6.1-onstack   (likewise)
+#   MODULE=$KCAP/module/ukit.ko sh testdata/kernel/capture.sh deb-6.1-mod   # deb-6.1's kernel, the
+#       test module (module/build.sh) loaded first: sysrq-t prints its kthread's trace through it
 #
 # One boot per kernel. The guest's /init (written below) loads qemu_fw_cfg (VMCOREINFO), starts
 # `taskset 1 dd if=/dev/zero of=/dev/null bs=1M` so CPU0 stays busy in the kernel, prints the
@@ -47,7 +49,7 @@ MEM=${MEM:-256}
 t0=$(date +%s)
 
 case $name in
-deb-6.1)
+deb-6.1 | deb-6.1-mod)
 	pkg=linux-image-6.1.0-57-cloud-arm64 kver=6.1.0-57-cloud-arm64 family=6.1 ;;
 deb-6.12 | deb-6.12-nolva)
 	pkg=linux-image-6.12.117+deb12-cloud-arm64-unsigned kver=6.12.117+deb12-cloud-arm64 family=6.12 ;;
@@ -77,6 +79,7 @@ bb=$KCAP/bb
 if [ -n "$pkg" ]; then
 	fetch "$pkg"
 	kdir=$KCAP/kernels/${name%-nolva}
+	kdir=${kdir%-mod}
 	if [ ! -d "$kdir/boot" ]; then
 		mkdir -p "$kdir"
 		dpkg-deb -x "$(debof "$pkg")" "$kdir"
@@ -120,6 +123,7 @@ case $fwcfg in
 ?*) cp "$fwcfg" "$root/qemu_fw_cfg.ko" ;;
 esac
 mknod "$root/dev/console" c 5 1
+case $name in *-mod) cp "${MODULE:?deb-6.1-mod needs MODULE=ukit.ko (module/build.sh)}" "$root/ukit.ko" ;; esac
 cat >"$root/init" <<EOF
 #!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -128,6 +132,7 @@ mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 [ -e /qemu_fw_cfg.ko ] && insmod /qemu_fw_cfg.ko
+[ -e /ukit.ko ] && insmod /ukit.ko && echo "@@MODULE \$(grep ukit /proc/modules)"
 echo 0 > /proc/sys/kernel/kptr_restrict
 echo 1 > /proc/sys/kernel/sysrq
 echo 8 > /proc/sys/kernel/printk

@@ -18,13 +18,13 @@ KCAP=${KCAP:-/work/kcap}
 out=$here/$name
 mkdir -p "$out"
 case $name in
-deb-6.1) dbg=linux-image-6.1.0-57-cloud-arm64-dbg kver=6.1.0-57-cloud-arm64 ;;
+deb-6.1 | deb-6.1-mod) dbg=linux-image-6.1.0-57-cloud-arm64-dbg kver=6.1.0-57-cloud-arm64 ;;
 deb-6.12) dbg=linux-image-6.12.117+deb12-cloud-arm64-dbg kver=6.12.117+deb12-cloud-arm64 ;;
 scs-*) dbg= ;;
 *) echo "unknown kernel $name" >&2; exit 2 ;;
 esac
 if [ -n "$dbg" ]; then
-	vmlinux=$KCAP/dbg/$name/usr/lib/debug/boot/vmlinux-$kver
+	vmlinux=$KCAP/dbg/${name%-mod}/usr/lib/debug/boot/vmlinux-$kver
 	if [ ! -f "$vmlinux" ]; then
 		deb=
 		for f in "$KCAP"/debs/*_arm64.deb; do
@@ -64,6 +64,6 @@ fi
 } >"$out/layout.txt"
 
 llvm-nm -n "$vmlinux" |
-	grep -E ' (_text|_stext|_etext|_sdata|_edata|_end|__init_begin|__init_end|swapper_pg_dir|idmap_pg_dir|init_pg_dir|tramp_pg_dir|reserved_pg_dir|init_task|init_thread_union|init_stack|init_shadow_call_stack|__per_cpu_offset|__per_cpu_start|__per_cpu_end|__per_cpu_load|irq_stack_ptr|irq_shadow_call_stack_ptr|overflow_stack|sdei_stack_normal_ptr|sdei_stack_critical_ptr|sdei_shadow_call_stack_normal_ptr|sdei_shadow_call_stack_critical_ptr|runqueues|cpu_number|current_task|__entry_task|kimage_voffset|memstart_addr|vabits_actual|physvirt_offset|vmemmap|__start_BTF|__stop_BTF|vmcoreinfo_data|vmcoreinfo_note|kallsyms_(offsets|relative_base|num_syms|names|markers|seqs_of_names|token_table|token_index|addresses)|__start_rodata|__end_rodata|__irqentry_text_start|__irqentry_text_end|__entry_text_start|__entry_text_end|__softirqentry_text_start|__softirqentry_text_end|cpu_online_mask|__cpu_online_mask|__cpu_possible_mask|nr_cpu_ids|mpidr_hash|__boot_cpu_mode|cpu_logical_map|__cpu_logical_map|kimage_vaddr|page_offset_base|arm64_use_ng_mappings|init_mm|jiffies|jiffies_64|system_state|ftrace_graph_call|return_to_handler|kretprobe_trampoline|__kretprobe_trampoline|arch_rethook_trampoline)$' |
+	grep -E ' (_text|_stext|_etext|_sdata|_edata|_end|__init_begin|__init_end|swapper_pg_dir|idmap_pg_dir|init_pg_dir|tramp_pg_dir|reserved_pg_dir|init_task|init_thread_union|init_stack|init_shadow_call_stack|__per_cpu_offset|__per_cpu_start|__per_cpu_end|__per_cpu_load|irq_stack_ptr|irq_shadow_call_stack_ptr|overflow_stack|sdei_stack_normal_ptr|sdei_stack_critical_ptr|sdei_shadow_call_stack_normal_ptr|sdei_shadow_call_stack_critical_ptr|runqueues|cpu_number|current_task|__entry_task|kimage_voffset|memstart_addr|vabits_actual|physvirt_offset|vmemmap|__start_BTF|__stop_BTF|vmcoreinfo_data|vmcoreinfo_note|kallsyms_(offsets|relative_base|num_syms|names|markers|seqs_of_names|token_table|token_index|addresses)|__start_rodata|__end_rodata|__irqentry_text_start|__irqentry_text_end|__entry_text_start|__entry_text_end|__softirqentry_text_start|__softirqentry_text_end|cpu_online_mask|__cpu_online_mask|__cpu_possible_mask|nr_cpu_ids|mpidr_hash|__boot_cpu_mode|cpu_logical_map|__cpu_logical_map|kimage_vaddr|page_offset_base|arm64_use_ng_mappings|init_mm|jiffies|jiffies_64|system_state|ftrace_graph_call|return_to_handler|kretprobe_trampoline|__kretprobe_trampoline|arch_rethook_trampoline|modules)$' |
 	gzip -9 -n >"$out/datasyms.txt.gz"
 echo "layout $name: $(wc -l <"$out/layout.txt") lines, $(gzip -dc "$out/datasyms.txt.gz" | wc -l) data symbols"

@@ -12,6 +12,10 @@
 // addresses of a Debian 6.1 kernel's traces, in its 273 MB -dbg vmlinux,
 // fault in 17 MB of the file and hold 28 MB of anonymous memory.
 //
+// [File.Types] answers structure-layout questions (member offsets,
+// struct sizes) from the same DWARF, as a kernel's BTF answers them, for
+// kernels whose dumps carry no BTF.
+//
 // Addresses are link-time addresses, as the ELF file's symbols give them:
 // a caller subtracts a shared library's load bias (or a kernel's KASLR
 // offset) first. Not supported: relocatable objects (ET_REL, such as
@@ -122,6 +126,7 @@ type File struct {
 	index  *cuIndex
 	cus    map[uint64]*unit // by the unit header's offset in .debug_info
 	full   *dwarf.Data      // whole-section Data, for units with cross-unit references
+	types  *typeIndex       // the struct definitions Types found
 
 	cands       [8]uint64 // cuFor's answer, reused
 	forceWhole  bool      // decode every unit through full (a test hook)
@@ -203,7 +208,7 @@ func (f *File) Close() error {
 		return nil
 	}
 	f.closed = true
-	f.cus, f.secs, f.index, f.full = nil, nil, nil, nil
+	f.cus, f.secs, f.index, f.full, f.types = nil, nil, nil, nil, nil
 	if f.unmap != nil {
 		return f.unmap()
 	}

@@ -19,7 +19,9 @@ var fuzzPCs = []uint64{0x400120, 0x400200, 0x400300, 0x210204, 0x210300, 0x2101c
 // FuzzLookup opens arbitrary bytes as an ELF file (seeds: the test
 // binaries cut to their debug sections, 2 to 8 KB) and looks pcs up: no
 // panic (Lookup's recover is off), errors that wrap ErrCorrupt (or say
-// there is nothing) and allocation bounded by the input's size.
+// there is nothing) and allocation bounded by the input's size; then
+// asks its Types for a few structure offsets: no panic, errors naming
+// the file.
 func FuzzLookup(f *testing.F) {
 	for _, bin := range []string{"gcc-dwarf4", "gcc-dwarf5", "clang-dwarf4", "clang-dwarf5", "gcc-dwarf5-so", "gcc-dwarf4-gz", "gcc-lto"} {
 		f.Add(debugOnly(f, gunzip(f, testdata+"/bin/"+bin+".elf.gz")), uint64(0))
@@ -54,6 +56,16 @@ func FuzzLookup(f *testing.F) {
 					}
 				}
 			}
+		}
+		// Types: answers or errors naming the file, never a panic.
+		ty := df.Types()
+		for _, path := range []string{"task_struct.thread.cpu_context", "s.a.b", "s.x"} {
+			if _, err := ty.Offset(path); err != nil && !strings.HasPrefix(err.Error(), "fuzz: ") {
+				t.Fatalf("Types.Offset(%q): error does not name the file: %v", path, err)
+			}
+		}
+		if _, err := ty.Size("pt_regs"); err != nil && !strings.HasPrefix(err.Error(), "fuzz: ") {
+			t.Fatalf("Types.Size: error does not name the file: %v", err)
 		}
 		runtime.ReadMemStats(&after)
 		if got, limit := after.TotalAlloc-before.TotalAlloc, uint64(len(data))*200+64<<20; got > limit {

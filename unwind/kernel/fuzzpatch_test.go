@@ -14,8 +14,9 @@ import (
 // patchStops are the shipped dumps FuzzPatchNew edits: IPI stops of a
 // 6.12 kernel without and one with shadow call stacks, the SCS kernel's
 // stop inside a prologue, a 6.1 IPI stop (each with the BTF of its boot,
-// not edited), and one first stop whose own BTF kernel.New reads (edited
-// with the rest of the dump).
+// not edited), one first stop whose own BTF kernel.New reads (edited
+// with the rest of the dump), and the sysrq-t stop of a kernel with a
+// loaded module (Kernel.Modules and the naming of module frames).
 var patchStops = []struct {
 	dir, stop string
 	ownBTF    bool
@@ -25,6 +26,7 @@ var patchStops = []struct {
 	{"../../testdata/kernel/scs-6.12", "x30", false},
 	{"../../testdata/kernel/deb-6.1", "l-ipi", false},
 	{"../../testdata/kernel/scs-6.1", "l-syscall", true},
+	{"../../testdata/kernel/deb-6.1-mod", "t", false}, // the module list and its symbols
 }
 
 type patchStop struct {
@@ -90,6 +92,19 @@ func FuzzPatchNew(f *testing.F) {
 			return
 		}
 		rep := k.Unwind(true)
+		mods, _ := k.Modules()
+		for _, m := range mods {
+			if len(m.Syms) > 1<<18 || len(m.Name) > 56 {
+				t.Fatalf("module %q: %d symbols", m.Name, len(m.Syms))
+			}
+		}
+		for _, r := range rep.Tasks {
+			for _, f := range r.Frames {
+				if k.Format(f.PC) == "" {
+					t.Fatal("empty name")
+				}
+			}
+		}
 		for _, c := range rep.CPUs {
 			if k.Compare(c.SCS, c.Frames, c.SCSErr, c.Err).String() == "" {
 				t.Fatal("empty comparison")

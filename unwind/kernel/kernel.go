@@ -32,14 +32,19 @@
 //
 // Structure offsets come from the kernel's BTF in the dump (found through
 // __start_BTF/__stop_BTF or, for kernels whose kallsyms lacks data
-// symbols, by its header in the image after _etext), per-CPU data from
-// __per_cpu_offset, and every choice is listed in [Kernel.Notes].
+// symbols, by its header in the image after _etext), or, for a dump
+// without BTF, from the vmlinux's DWARF ([Options.Types]); per-CPU data
+// from __per_cpu_offset; and every choice is listed in [Kernel.Notes].
+// Frames in a loaded module are named from the module list and each
+// module's own symbol table in the dump ([Kernel.Modules]), printed as
+// the kernel prints them, "func+0xoff/0xsize [mod]".
 package kernel
 
 import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/unwind/vmcore"
@@ -59,6 +64,11 @@ type Options struct {
 	BTF      *vmcore.BTF
 	BTFFrom  string
 	BTFBuild string
+	// Types, when set, gives the structure offsets of a dump with no BTF
+	// (none found, or unreadable): the DWARF of the kernel's vmlinux
+	// (unwind/debuginfo's File.Types) of the same build. BTF wins when
+	// both are there.
+	Types vmcore.Types
 }
 
 // Kernel is a vmcore prepared for unwinding.
@@ -71,6 +81,9 @@ type Kernel struct {
 	ABI fp.ABI
 	// BTF is the kernel's type information (nil if none was found).
 	BTF *vmcore.BTF
+	// Types is where the structure offsets come from: BTF, else
+	// Options.Types, else nil (only the per-version table then).
+	Types vmcore.Types
 	// BTFAt and BTFSize are where the BTF was read.
 	BTFAt, BTFSize uint64
 	// Regs is the layout of struct pt_regs.
@@ -92,6 +105,10 @@ type Kernel struct {
 	owned     bool
 	owners    [][2]uint64
 	ownersErr error
+	// mods are the loaded modules (Modules), read once.
+	modOnce sync.Once
+	mods    []Module
+	modsErr error
 }
 
 // keys read from BTF besides vmcore.OffsetKeys.
@@ -103,7 +120,7 @@ func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
 	if !v.HasInfo {
 		return nil, fmt.Errorf("%s: no VMCOREINFO: kernel version and layout unknown", v.Path)
 	}
-	k := &Kernel{V: v, Syms: syms, opts: opts, off: map[string]uint64{}, sym: map[string]uint64{}, mem: v}
+	k := &Kernel{V: v, Syms: syms, opts: opts, off: map[string]uint64{}, sym: make(map[string]uint64, len(syms)), mem: v}
 	for _, s := range syms {
 		if _, ok := k.sym[s.Name]; !ok {
 			k.sym[s.Name] = s.Addr
@@ -127,16 +144,22 @@ func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
 	} else if err := k.loadBTF(); err != nil {
 		k.note("BTF: %v", err)
 	}
-	offs := v.Offsets(k.BTF)
+	if k.BTF != nil {
+		k.Types = k.BTF
+	} else if opts.Types != nil {
+		k.Types = opts.Types
+		k.note("structure offsets from %s (no BTF)", opts.Types.Origin())
+	}
+	offs := v.Offsets(k.Types)
 	for _, key := range vmcore.OffsetKeys {
 		o := offs[key]
 		if o.Source != "" {
 			k.off[key] = o.Value
 		}
 	}
-	if k.BTF != nil {
+	if k.Types != nil {
 		for _, key := range taskKeys {
-			if o, err := k.BTF.Offset(key); err == nil {
+			if o, err := k.Types.Offset(key); err == nil {
 				k.off[key] = o
 			}
 		}
@@ -163,7 +186,7 @@ func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
 // without CONFIG_KALLSYMS_ALL lists no data symbols in /proc/kallsyms, and
 // vmlinux's (nm) can supply them without changing any function's size.
 func MergeDataSyms(syms, extra []vmcore.KSym) []vmcore.KSym {
-	have := map[string]bool{}
+	have := make(map[string]bool, len(syms)+len(extra)/4)
 	var etext uint64
 	for _, s := range syms {
 		have[s.Name] = true
@@ -340,6 +363,21 @@ func (k *Kernel) stackOwner(cpu int) (uint64, error) {
 		return 0, fmt.Errorf("sp %#x is on no stack of the task list (%d tasks read: %v)", sp, len(k.owners), k.ownersErr)
 	}
 	return 0, fmt.Errorf("sp %#x is on no stack of the task list's %d tasks (an IRQ stack, or an idle task, which the list lacks)", sp, len(k.owners))
+}
+
+// typeOffset returns a member offset (or "sizeof(name)") of any kernel
+// structure: from the offsets New derived, else from the Types.
+func (k *Kernel) typeOffset(key string) (uint64, error) {
+	if o, ok := k.off[key]; ok {
+		return o, nil
+	}
+	if k.Types == nil {
+		return 0, fmt.Errorf("offset %s unknown (no BTF)", key)
+	}
+	if len(key) > 7 && key[:7] == "sizeof(" && key[len(key)-1] == ')' {
+		return k.Types.Size(key[7 : len(key)-1])
+	}
+	return k.Types.Offset(key)
 }
 
 func (k *Kernel) offset(key string) (uint64, error) {
@@ -569,8 +607,19 @@ func (k *Kernel) TaskWalk(t Task) (*Walk, error) {
 }
 
 // Sym returns the symbol holding pc: the last at or below it (the first
-// of several at one address, as kallsyms picks).
+// of several at one address, as kallsyms picks). A pc outside the kernel
+// image's text [_stext, _etext) that is in a loaded module's memory
+// ([Kernel.Modules], read from the dump) is named from that module's own
+// symbol table, as the kernel's kallsyms_lookup names it (KSym.Module
+// set), whatever the symbols given to New say.
 func (k *Kernel) Sym(pc uint64) (vmcore.KSym, bool) {
+	st, ok1 := k.sym["_stext"]
+	et, ok2 := k.sym["_etext"]
+	if !ok1 || !ok2 || pc < st || pc >= et {
+		if s, ok, in := k.moduleSym(pc); in {
+			return s, ok
+		}
+	}
 	i := sort.Search(len(k.Syms), func(i int) bool { return k.Syms[i].Addr > pc }) - 1
 	if i < 0 {
 		return vmcore.KSym{}, false
@@ -585,11 +634,15 @@ func (k *Kernel) Sym(pc uint64) (vmcore.KSym, bool) {
 	return s, true
 }
 
-// Format returns pc as the kernel prints it (%pS): function+0xoff/0xsize.
+// Format returns pc as the kernel prints it (%pS): function+0xoff/0xsize,
+// followed by " [module]" in a module.
 func (k *Kernel) Format(pc uint64) string {
 	s, ok := k.Sym(pc)
 	if !ok {
 		return fmt.Sprintf("%#x", pc)
+	}
+	if s.Module != "" {
+		return fmt.Sprintf("%s+%#x/%#x [%s]", s.Name, pc-s.Addr, s.Size, s.Module)
 	}
 	return fmt.Sprintf("%s+%#x/%#x", s.Name, pc-s.Addr, s.Size)
 }

@@ -216,9 +216,9 @@ func (k *Kernel) threadSCS(task uint64) (base, sp uint64, err error) {
 // in the FP walk; once the push ran it is the SCS's newest entry.
 func (k *Kernel) SCSCopyCPU(cpu int, fs []unwind.Frame) (out []unwind.Frame, notes []string, err error) {
 	if !k.HasSCS() {
-		if k.BTF == nil {
-			// thread_info.scs_sp is looked up in BTF: without it the
-			// answer is unknown, not "no shadow call stack".
+		if k.Types == nil {
+			// thread_info.scs_sp is looked up in BTF (or DWARF): without
+			// it the answer is unknown, not "no shadow call stack".
 			return nil, nil, fmt.Errorf("%s: whether the kernel has shadow call stacks is unknown (no BTF to look up thread_info.scs_sp): %w", k.V.Path, ErrNotSupported)
 		}
 		return nil, nil, fmt.Errorf("%s: kernel built without CONFIG_SHADOW_CALL_STACK (no thread_info.scs_sp in BTF): %w", k.V.Path, ErrNotSupported)

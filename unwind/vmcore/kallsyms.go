@@ -13,11 +13,14 @@ import (
 // KSym is a kernel symbol: Type is kallsyms' type letter ('T', 't', 'D',
 // ...); Size is the distance to the next symbol's address (0 for the
 // last), as the kernel's own kallsyms_lookup_size_offset computes it.
+// Module names the loaded module the symbol is in ("" for the kernel
+// image), as /proc/kallsyms prints it in brackets.
 type KSym struct {
-	Name string
-	Addr uint64
-	Type byte
-	Size uint64
+	Name   string
+	Addr   uint64
+	Type   byte
+	Size   uint64
+	Module string
 }
 
 // Limits on the kallsyms tables read from a dump.
@@ -214,14 +217,21 @@ func ParseKallsyms(r io.Reader) ([]KSym, error) {
 		if len(f) == 0 {
 			continue
 		}
-		if len(f) < 3 || len(f[1]) != 1 {
-			return nil, fmt.Errorf("kallsyms line %d: %q is not ADDR TYPE NAME", ln, sc.Text())
+		if len(f) < 3 || len(f) > 4 || len(f[1]) != 1 {
+			return nil, fmt.Errorf("kallsyms line %d: %q is not ADDR TYPE NAME [MODULE]", ln, sc.Text())
+		}
+		var mod string
+		if len(f) == 4 {
+			if len(f[3]) < 3 || f[3][0] != '[' || f[3][len(f[3])-1] != ']' {
+				return nil, fmt.Errorf("kallsyms line %d: module %q is not [NAME]", ln, f[3])
+			}
+			mod = f[3][1 : len(f[3])-1]
 		}
 		a, err := strconv.ParseUint(f[0], 16, 64)
 		if err != nil {
 			return nil, fmt.Errorf("kallsyms line %d: address %q: %v", ln, f[0], err)
 		}
-		out = append(out, KSym{Name: f[2], Addr: a, Type: f[1][0]})
+		out = append(out, KSym{Name: f[2], Addr: a, Type: f[1][0], Module: mod})
 		if len(out) > maxKallsyms {
 			return nil, fmt.Errorf("kallsyms line %d: more than %d symbols", ln, maxKallsyms)
 		}

@@ -5,10 +5,25 @@ import "fmt"
 // Offset is a structure offset or size and where it came from.
 type Offset struct {
 	Value uint64
-	// Source is "btf", "table <version>" (the per-version table, checked
-	// against that version's source) or "" when unknown.
+	// Source is the Types' Origin ("btf" for the dump's BTF, "dwarf" for
+	// a vmlinux's DWARF), "table <version>" (the per-version table,
+	// checked against that version's source) or "" when unknown.
 	Source string
 }
+
+// Types is a kernel's type information, where structure layouts come
+// from: the byte offset of a member path ("task_struct.thread.cpu_context")
+// and sizeof(struct name). *BTF is one (the dump's own); the DWARF of the
+// kernel's vmlinux, unwind/debuginfo's Types, is another, for a dump
+// without BTF. Origin names the kind ("btf", "dwarf").
+type Types interface {
+	Offset(path string) (uint64, error)
+	Size(name string) (uint64, error)
+	Origin() string
+}
+
+// Origin returns "btf".
+func (t *BTF) Origin() string { return "btf" }
 
 // OffsetKeys are the offsets an unwinder of a vmcore needs: member paths
 // (byte offsets) and "sizeof(struct)".
@@ -38,10 +53,14 @@ var armLayout = map[string]uint64{
 	"pt_regs.stackframe": 304, "sizeof(pt_regs)": 336,
 }
 
-// Offsets returns every key of OffsetKeys: from btf when it is non-nil and
-// has the member, else from the table for the dump's kernel version, else
-// unknown (Source "").
-func (v *Vmcore) Offsets(btf *BTF) map[string]Offset {
+// Offsets returns every key of OffsetKeys: from types when it is non-nil
+// (a nil *BTF is none) and has the member, else from the table for the
+// dump's kernel version, else unknown (Source "").
+func (v *Vmcore) Offsets(types Types) map[string]Offset {
+	if b, ok := types.(*BTF); ok && b == nil {
+		types = nil
+	}
+	btf := types
 	out := map[string]Offset{}
 	ver := fmt.Sprintf("%d.%d", v.Info.Major, v.Info.Minor)
 	tab := offsetTable[ver]
@@ -55,7 +74,7 @@ func (v *Vmcore) Offsets(btf *BTF) map[string]Offset {
 				val, err = btf.Offset(k)
 			}
 			if err == nil {
-				out[k] = Offset{Value: val, Source: "btf"}
+				out[k] = Offset{Value: val, Source: btf.Origin()}
 				continue
 			}
 		}

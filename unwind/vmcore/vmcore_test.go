@@ -124,8 +124,8 @@ func TestParseKallsyms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []KSym{{"_text", 0xffff800008000000, 'T', 0x10000}, {"el1h_64_irq", 0xffff800008010000, 't', 0x100},
-		{"alias", 0xffff800008010000, 'T', 0x100}, {"show_regs", 0xffff800008010100, 'T', 0}}
+	want := []KSym{{"_text", 0xffff800008000000, 'T', 0x10000, ""}, {"el1h_64_irq", 0xffff800008010000, 't', 0x100, ""},
+		{"alias", 0xffff800008010000, 'T', 0x100, ""}, {"show_regs", 0xffff800008010100, 'T', 0, "mod"}}
 	if !slices.Equal(syms, want) {
 		t.Errorf("got %+v", syms)
 	}

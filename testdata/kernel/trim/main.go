@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -36,7 +37,8 @@ import (
 // dataSyms are the data symbols the unwinder may read.
 var dataSyms = []string{"_stext", "_etext", "__start_BTF", "__stop_BTF", "__per_cpu_offset", "__entry_task",
 	"irq_stack_ptr", "overflow_stack", "sdei_stack_normal_ptr", "sdei_stack_critical_ptr", "init_task",
-	"irq_shadow_call_stack_ptr", "sdei_shadow_call_stack_normal_ptr", "sdei_shadow_call_stack_critical_ptr"}
+	"irq_shadow_call_stack_ptr", "sdei_shadow_call_stack_normal_ptr", "sdei_shadow_call_stack_critical_ptr",
+	"modules"}
 
 func main() {
 	raw := flag.String("raw", "", "raw capture directory (expected.json is read from -out)")
@@ -58,6 +60,9 @@ func main() {
 	if ds, err := readKallsyms(filepath.Join(*out, "datasyms.txt.gz")); err == nil {
 		full = kernel.MergeDataSyms(full, ds)
 	}
+	// Module symbols are read from the dump (kernel.Modules), never
+	// shipped from /proc/kallsyms: the tests check that reading.
+	full = slices.DeleteFunc(full, func(s vmcore.KSym) bool { return s.Module != "" })
 	keep := map[string]bool{}
 	for _, n := range dataSyms {
 		keep[n] = true
@@ -99,6 +104,14 @@ func main() {
 			log.Fatal(err)
 		}
 		rep := k.Unwind(s.Name == "t")
+		if _, err := k.Modules(); err != nil {
+			fmt.Printf("%s: modules: %v\n", s.Name, err)
+		}
+		for _, r := range allResults(rep) {
+			for _, f := range r.Frames {
+				k.Format(f.PC) // names module frames from the dump's module symbols
+			}
+		}
 		pages := v.PagesRead()
 		v.RecordReads(false)
 		reports[s.Name] = rep
