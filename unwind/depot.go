@@ -5,6 +5,8 @@ import (
 
 	"github.com/unwindkit/unwindkit/depot"
 	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/internal/gcsview"
+	"github.com/unwindkit/unwindkit/internal/tracehash"
 	"github.com/unwindkit/unwindkit/scs"
 )
 
@@ -38,9 +40,13 @@ func SaveHashed(src *Source, buf []uint64, skip int, k depot.HashKey) (int, depo
 	var n int
 	var h uint64
 	var err error
-	if src.method == MethodSCS {
+	switch src.method {
+	case MethodSCS:
 		n, h, err = scs.SaveHashed(&src.scs, buf, skip+src.skip, k.Seed, k.Mul)
-	} else {
+	case MethodGCS:
+		n, err = gcsview.Save(&src.gcs, buf, skip+src.skip)
+		h = tracehash.Sum(buf[:n], k.Seed, k.Mul)
+	default:
 		n, h, err = fp.SaveHashed(&src.fp, buf, skip+src.skip, k.Seed, k.Mul)
 	}
 	return n, depot.Hash(h), err

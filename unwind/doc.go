@@ -7,8 +7,10 @@
 //
 // A Source is what an unwinder reads. [NewSCSSource] builds one from an
 // [scs.View] (the shadow call stack region, its base and x18),
-// [NewFPSource] from an [fp.Config] (the stacks, x29 and pc); both take
-// the caller's own memory, so a crash-dump tool, a debugger or a profiler
+// [NewFPSource] from an [fp.Config] (the stacks, x29 and pc),
+// [NewGCSSource] from a thread's Guarded Control Stack (arm64's hardware
+// shadow stack of user space: its bytes, base and GCSPR_EL0; package
+// unwind/gcs models it); all take the caller's own memory, so a crash-dump tool, a debugger or a profiler
 // unwinds what it read itself. [Source.SetSCS] and [Source.SetFP] refill
 // a Source in place without allocating, for hot paths that record a trace
 // on every event. [Save] copies return addresses into a caller's buffer;

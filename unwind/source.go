@@ -7,6 +7,7 @@ import (
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/errs"
+	"github.com/unwindkit/unwindkit/internal/gcsview"
 	"github.com/unwindkit/unwindkit/scs"
 )
 
@@ -27,8 +28,8 @@ var (
 	ErrInterruptedTopHidden = scs.ErrInterruptedTopHidden
 )
 
-// Method selects an unwinding technique. Its String is "auto", "scs" or
-// "fp".
+// Method selects an unwinding technique. Its String is "auto", "scs",
+// "fp" or "gcs".
 type Method uint8
 
 //go:generate go tool stringer -type=Method -linecomment -output=source_string.go
@@ -41,6 +42,10 @@ const (
 	MethodSCS // scs
 	// MethodFP walks frame records.
 	MethodFP // fp
+	// MethodGCS copies return addresses off arm64's Guarded Control
+	// Stack, the hardware shadow stack of user space (package
+	// unwind/gcs models it). MethodAuto never resolves to it.
+	MethodGCS // gcs
 )
 
 // Resolve returns the technique m stands for where the shadow call stack
@@ -57,15 +62,15 @@ func (m Method) Resolve(scsOn bool) Method {
 	return MethodFP
 }
 
-// ParseMethod returns the Method whose String is name: "auto", "scs" or
-// "fp".
+// ParseMethod returns the Method whose String is name: "auto", "scs",
+// "fp" or "gcs".
 func ParseMethod(name string) (Method, error) {
-	for _, m := range []Method{MethodAuto, MethodSCS, MethodFP} {
+	for _, m := range []Method{MethodAuto, MethodSCS, MethodFP, MethodGCS} {
 		if m.String() == name {
 			return m, nil
 		}
 	}
-	return 0, fmt.Errorf("unwind: unknown method %q (want auto, scs or fp)", name)
+	return 0, fmt.Errorf("unwind: unknown method %q (want auto, scs, fp or gcs)", name)
 }
 
 // MarshalText implements encoding.TextMarshaler: the method's String. An
@@ -88,16 +93,18 @@ func (m *Method) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// Source is what an unwinder reads: a shadow call stack or a frame chain
-// with the memory it lives in, at one moment. Build one with
-// [NewSCSSource] or [NewFPSource] over an [scs.View] or an [fp.Config], or
-// get one from a product above the front door (a modelled CPU or task, a
-// snapshot). Once built it is immutable; Save and Frames may be called on
-// it any number of times, concurrently.
+// Source is what an unwinder reads: a shadow call stack, a frame chain or
+// a Guarded Control Stack with the memory it lives in, at one moment.
+// Build one with [NewSCSSource], [NewFPSource] or [NewGCSSource] over an
+// [scs.View], an [fp.Config] or a GCS's bytes, or get one from a product
+// above the front door (a modelled CPU or task, a snapshot). Once built
+// it is immutable; Save and Frames may be called on it any number of
+// times, concurrently.
 type Source struct {
-	method Method // MethodSCS or MethodFP
+	method Method // MethodSCS, MethodFP or MethodGCS
 	scs    scs.View
 	fp     fp.Config
+	gcs    gcsview.View
 	skip   int // frames removed before every Save's and Frames' own skip
 	sym    *Symbolizer
 }
@@ -128,6 +135,26 @@ func NewFPSource(c *fp.Config, opts SourceOptions) *Source {
 	src := new(Source)
 	src.SetFP(c, opts)
 	return src
+}
+
+// NewGCSSource returns a Source that copies a thread's Guarded Control
+// Stack: data is its memory from base on (as read from a dump or a
+// capture, little-endian), gcspr its GCSPR_EL0; the copy reads the
+// entries from gcspr up to the top marker, passing over signal cap tokens
+// (package unwind/gcs describes the GCS; its View holds the same three
+// values). A nil data gives ErrNotSupported (no GCS). The Source keeps
+// data, which must not change while it is used.
+func NewGCSSource(data []byte, base, gcspr uint64, opts SourceOptions) *Source {
+	src := new(Source)
+	src.SetGCS(data, base, gcspr, opts)
+	return src
+}
+
+// SetGCS makes src the Source [NewGCSSource] returns, in place and
+// without allocating. It must not run concurrently with other uses of src.
+func (src *Source) SetGCS(data []byte, base, gcspr uint64, opts SourceOptions) {
+	src.method, src.skip, src.sym = MethodGCS, opts.Skip, opts.Symbolizer
+	src.gcs = gcsview.View{Disabled: data == nil, Data: data, Base: base, GCSPR: gcspr}
 }
 
 // SetSCS makes src the Source [NewSCSSource] returns, in place and without
@@ -164,8 +191,11 @@ func (s *Source) Method() Method { return s.method }
 // and an error: ErrCorrupt (wrapped), ErrInterruptedTopHidden, or
 // ErrNotSupported.
 func Save(src *Source, store []uint64, skip int) (int, error) {
-	if src.method == MethodSCS {
+	switch src.method {
+	case MethodSCS:
 		return scs.Save(&src.scs, store, skip+src.skip)
+	case MethodGCS:
+		return gcsview.Save(&src.gcs, store, skip+src.skip)
 	}
 	return fp.Save(&src.fp, store, skip+src.skip)
 }
@@ -185,11 +215,30 @@ type Frame = fp.Frame
 // pair carries the walk's error, if any, with a zero Frame.
 func (src *Source) Frames() iter.Seq2[Frame, error] {
 	return func(yield func(Frame, error) bool) {
-		if src.method == MethodSCS {
+		switch src.method {
+		case MethodSCS:
 			src.skipThen(scs.Frames(&src.scs), src.skip, yield)
-			return
+		case MethodGCS:
+			src.skipThen(gcsFrames(&src.gcs), src.skip, yield)
+		default:
+			src.skipThen(fp.Frames(&src.fp), src.skip, yield)
 		}
-		src.skipThen(fp.Frames(&src.fp), src.skip, yield)
+	}
+}
+
+// gcsFrames yields the entries of a GCS as frames: origin fp.OriginGCS,
+// Addr the slot (GCS entries carry no PAC: Raw is PC).
+func gcsFrames(v *gcsview.View) iter.Seq2[Frame, error] {
+	return func(yield func(Frame, error) bool) {
+		for e, err := range gcsview.Entries(v) {
+			if err != nil {
+				yield(Frame{}, err)
+				return
+			}
+			if !yield(Frame{PC: e.PC, Raw: e.PC, Addr: e.Addr, Origin: fp.OriginGCS}, nil) {
+				return
+			}
+		}
 	}
 }
 

@@ -11,11 +11,12 @@ func _() {
 	_ = x[MethodAuto-0]
 	_ = x[MethodSCS-1]
 	_ = x[MethodFP-2]
+	_ = x[MethodGCS-3]
 }
 
-const _Method_name = "autoscsfp"
+const _Method_name = "autoscsfpgcs"
 
-var _Method_index = [...]uint8{0, 4, 7, 9}
+var _Method_index = [...]uint8{0, 4, 7, 9, 12}
 
 func (i Method) String() string {
 	idx := int(i) - 0

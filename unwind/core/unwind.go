@@ -65,6 +65,12 @@ func (c *Core) Frames(t *Thread, method unwind.Method) ([]unwind.Frame, error) {
 			return out, c.walkErr(t, "frame-record walk", err)
 		}
 	}
+	if method == unwind.MethodGCS {
+		// A core's GCS would be its NT_ARM_GCS note and the GCS's
+		// memory; the cores read here (qemu-aarch64's, the kernel's of
+		// 6.x) hold neither.
+		return nil, fmt.Errorf("core: %s: thread %d: the core holds no Guarded Control Stack (NT_ARM_GCS): %w", c.Path, t.PID, unwind.ErrNotSupported)
+	}
 	return nil, fmt.Errorf("core: %s: thread %d: unknown method %v", c.Path, t.PID, method)
 }
 

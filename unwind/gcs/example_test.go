@@ -20,8 +20,8 @@ func Example() {
 	store := make([]uint64, 8)
 	n, _ := gcs.Save(&v, store, 0)
 	fmt.Printf("%#x\n", store[:n])
-	for f := range gcs.Frames(&v) {
-		fmt.Println(f)
+	for e := range gcs.Entries(&v) {
+		fmt.Println(e)
 	}
 	th.Return(0x400304)
 	th.Return(0x7ffff7f754ec) // the handler returns to the trampoline

@@ -241,8 +241,8 @@ func TestViewRules(t *testing.T) {
 	if n, err := gcs.Save(&v, nil, 0); n != 0 || err != nil {
 		t.Errorf("empty store: %d %v", n, err)
 	}
-	if e := (gcs.Frame{PC: 1, Addr: 2, Signal: 1, SigReturn: true}).String(); !strings.Contains(e, "signal 1, sigreturn") {
-		t.Errorf("Frame.String: %s", e)
+	if e := (gcs.Entry{Frame: gcs.Frame{PC: 1, Addr: 2}, Signal: 1, SigReturn: true}).String(); !strings.Contains(e, "signal 1, sigreturn") {
+		t.Errorf("Entry.String: %s", e)
 	}
 }
 

@@ -298,12 +298,13 @@ func TestCaptureSignalFrames(t *testing.T) {
 	s := cs[i].s
 	v := view(t, s)
 	var got []string
-	for f, err := range gcs.Frames(&v) {
+	for e, err := range gcs.Entries(&v) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		f := e.Frame
 		n := funcName(s, f.PC)
-		if f.SigReturn {
+		if e.SigReturn {
 			n = "sigreturn"
 			base, data, _ := s.GCSRegion()
 			at := f.Addr + 8 - base
@@ -313,7 +314,7 @@ func TestCaptureSignalFrames(t *testing.T) {
 				t.Errorf("entry above the trampoline: %#x", cp)
 			}
 		}
-		got = append(got, n+"/"+strconv.Itoa(f.Signal))
+		got = append(got, n+"/"+strconv.Itoa(e.Signal))
 	}
 	want := []string{"handler_mid/0", "on_usr1/0", "sigreturn/0", "sig_mid/1", "run_signal/1", "main/1",
 		"__libc_start_call_main/1", "__libc_start_main/1"}
@@ -339,6 +340,9 @@ func TestCaptureWithoutGCS(t *testing.T) {
 	if n, err := gcs.Save(&v, make([]uint64, 8), 0); n != 0 || !errors.Is(err, gcs.ErrNotSupported) {
 		t.Errorf("Save: %d %v", n, err)
 	}
+	if _, err := s.Source(unwind.MethodGCS); !errors.Is(err, unwind.ErrNotSupported) {
+		t.Errorf("snapshot.Source(MethodGCS): %v, want ErrNotSupported", err)
+	}
 }
 
 // TestCaptureThread: a second thread's GCS is a region of its own (not
@@ -362,5 +366,61 @@ func TestCaptureThread(t *testing.T) {
 	got, _ := gcsNames(t, get("thread"))
 	if len(got) == 0 || got[len(got)-1] != "thread_start" {
 		t.Errorf("thread's GCS: %v", got)
+	}
+}
+
+// TestFrontDoor: the front door's GCS Source (snapshot.Source with
+// unwind.MethodGCS, and unwind.NewGCSSource over the same bytes) gives
+// what gcs.Save and gcs.Frames give on every real capture, for every
+// skip and a store that cuts the trace short, named by the capture's
+// symbols; SaveToDepot stores that trace.
+func TestFrontDoor(t *testing.T) {
+	for _, c := range loadCaptures(t) {
+		v := view(t, c.s)
+		want := make([]uint64, 8192)
+		n, werr := gcs.Save(&v, want, 0)
+		want = want[:n]
+		src, err := c.s.Source(unwind.MethodGCS)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		base, data, _ := c.s.GCSRegion()
+		direct := unwind.NewGCSSource(data, base, c.s.Regs.GCSPR, unwind.SourceOptions{})
+		for _, s := range []*unwind.Source{src, direct} {
+			if s.Method() != unwind.MethodGCS {
+				t.Fatalf("%s: method %v", c.name, s.Method())
+			}
+			for _, skip := range []int{0, 1, 3, n, n + 1} {
+				for _, size := range []int{len(want) + 1, max(len(want)/2, 1)} {
+					got := make([]uint64, size)
+					k, err := unwind.Save(s, got, skip)
+					w := want[min(skip, len(want)):]
+					w = w[:min(len(w), size)]
+					if !slices.Equal(got[:k], w) || (err == nil) != (werr == nil || size <= len(w)) {
+						t.Fatalf("%s: skip %d size %d: %x %v, want %x %v", c.name, skip, size, got[:k], err, w, werr)
+					}
+				}
+			}
+			var fr []uint64
+			for f, err := range s.Frames() {
+				if err != nil {
+					break
+				}
+				if f.Origin != fp.OriginGCS || f.Raw != f.PC || f.Addr < base || f.Addr >= base+uint64(len(data)) {
+					t.Fatalf("%s: frame %+v", c.name, f)
+				}
+				fr = append(fr, f.PC)
+			}
+			if !slices.Equal(fr, want) {
+				t.Fatalf("%s: Frames %x, Save %x", c.name, fr, want)
+			}
+		}
+		if len(want) > 0 && funcName(c.s, want[0]) != strings.TrimSuffix(strings.SplitN(src.Name(want[0]), "+", 2)[0], "") {
+			t.Errorf("%s: Source.Name(%#x) = %q, the capture's symbols say %q", c.name, want[0], src.Name(want[0]), funcName(c.s, want[0]))
+		}
+	}
+	none := unwind.NewGCSSource(nil, 0, 0, unwind.SourceOptions{})
+	if _, err := unwind.Save(none, make([]uint64, 4), 0); !errors.Is(err, unwind.ErrNotSupported) {
+		t.Errorf("no GCS: %v, want ErrNotSupported", err)
 	}
 }

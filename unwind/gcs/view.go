@@ -1,12 +1,12 @@
 package gcs
 
 import (
-	"encoding/binary"
 	"fmt"
 	"iter"
 
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/errs"
+	"github.com/unwindkit/unwindkit/internal/gcsview"
 )
 
 // Token values (arch/arm64/include/asm/sysreg.h, the Arm ARM's GCS cap
@@ -46,7 +46,8 @@ var (
 // the memory from Base on (little-endian, Data[0] the byte at Base, read
 // and never written), GCSPR is GCSPR_EL0. The entries are [GCSPR, top
 // marker); Data must reach the marker. Build one with NewSnapshotView or
-// Thread.View, or fill the fields.
+// Thread.View, or fill the fields. The front door takes the same three
+// values: unwind.NewGCSSource(v.Data, v.Base, v.GCSPR, opts).
 type View struct {
 	// Disabled says GCS is off for the thread: Save returns
 	// ErrNotSupported.
@@ -86,6 +87,14 @@ const (
 	KindBad
 )
 
+// The internal copy's constants are these (a compile error otherwise).
+var (
+	_ = [1]struct{}{}[CapAddrMask^gcsview.CapAddrMask]
+	_ = [1]struct{}{}[CapValidToken^gcsview.CapValidToken|CapInProgressToken^gcsview.CapInProgressToken|EntrySize^gcsview.EntrySize]
+	_ = [1]struct{}{}[uint8(KindReturn)^uint8(gcsview.KindReturn)|uint8(KindTop)^uint8(gcsview.KindTop)|uint8(KindSignalCap)^uint8(gcsview.KindSignalCap)]
+	_ = [1]struct{}{}[uint8(KindCap)^uint8(gcsview.KindCap)|uint8(KindInProgress)^uint8(gcsview.KindInProgress)|uint8(KindBad)^uint8(gcsview.KindBad)]
+)
+
 var kindNames = [...]string{"return", "top", "signal-cap", "cap", "in-progress", "bad"}
 
 // String names the kind, e.g. "signal-cap".
@@ -97,51 +106,7 @@ func (k Kind) String() string {
 }
 
 // Classify returns the kind of the value v stored at addr.
-func Classify(v, addr uint64) Kind {
-	switch {
-	case v == 0:
-		return KindTop
-	case v&CapAddrMask != addr&CapAddrMask:
-		if v&3 != 0 {
-			return KindBad
-		}
-		return KindReturn
-	}
-	// v names its own slot's page: a token (no return address points
-	// into a GCS page, which is not executable).
-	switch v &^ CapAddrMask {
-	case 0:
-		return KindSignalCap
-	case CapValidToken:
-		return KindCap
-	case CapInProgressToken:
-		return KindInProgress
-	}
-	return KindBad
-}
-
-// start checks v's pointer against its memory: the byte offset of GCSPR
-// in Data, or the error.
-func (v *View) start() (int, error) {
-	if v.GCSPR%8 != 0 {
-		return 0, errs.Corruptf(RuleMisalignedGCSPointer, v.GCSPR, "GCSPR_EL0 %#x", v.GCSPR)
-	}
-	if v.Base%8 != 0 || v.GCSPR < v.Base || v.GCSPR-v.Base >= uint64(len(v.Data))&^7 {
-		return 0, errs.Corruptf(RuleGCSPointerOutsideRegion, v.GCSPR, "GCSPR_EL0 %#x outside [%#x, %#x)",
-			v.GCSPR, v.Base, v.Base+uint64(len(v.Data))&^7)
-	}
-	return int(v.GCSPR - v.Base), nil
-}
-
-// entryErr is the error for an entry of kind k (KindBad) at addr, or for
-// the memory's end (k KindTop, addr past the last slot).
-func (v *View) entryErr(k Kind, w, addr uint64) error {
-	if k == KindTop {
-		return errs.Corruptf(RuleGCSNoTop, addr, "entries from GCSPR_EL0 %#x end at %#x (offset %#x) without the top marker",
-			v.GCSPR, addr, addr-v.Base)
-	}
-	return errs.Corruptf(RuleGCSBadEntry, addr, "entry %#x at offset %#x from GCSPR_EL0 %#x", w, addr-v.GCSPR, v.GCSPR)
-}
+func Classify(v, addr uint64) Kind { return Kind(gcsview.Classify(v, addr)) }
 
 // Save copies the return addresses of v's GCS into store, innermost
 // first, after removing exactly skip of them (stack_trace_save's skip:
@@ -155,95 +120,20 @@ func (v *View) entryErr(k Kind, w, addr uint64) error {
 // memory that ends before the marker gives the entries stored so far and
 // a *fault.CorruptError naming the rule and the address.
 func Save(v *View, store []uint64, skip int) (int, error) {
-	if v.Disabled {
-		return 0, ErrNotSupported
-	}
-	i, err := v.start()
-	if err != nil || len(store) == 0 {
-		return 0, err
-	}
-	d := v.Data[:len(v.Data)&^7]
-	addr := v.GCSPR
-	out := store // the part of store not written yet
-	for i < len(d) {
-		// Eight, then four return addresses at a time while nothing is
-		// left to skip and all pass the test of the common case, a filter
-		// (whatever fails it is classified one entry at a time below): no
-		// value less 4 has bits 1:0 or 63:56 set (4-byte aligned, not 0,
-		// a user address) and none lies in the two pages the slots may be
-		// in (a token names its own slot's page; GCS pages hold no code).
-		for skip == 0 && len(out) >= 8 && i+64 <= len(d) {
-			p := (*[64]byte)(d[i : i+64])
-			a, c := binary.LittleEndian.Uint64(p[:8]), binary.LittleEndian.Uint64(p[8:16])
-			e, f := binary.LittleEndian.Uint64(p[16:24]), binary.LittleEndian.Uint64(p[24:32])
-			g, h := binary.LittleEndian.Uint64(p[32:40]), binary.LittleEndian.Uint64(p[40:48])
-			x, y := binary.LittleEndian.Uint64(p[48:56]), binary.LittleEndian.Uint64(p[56:])
-			lo := addr &^ 0xfff
-			if ((a-4)|(c-4)|(e-4)|(f-4)|(g-4)|(h-4)|(x-4)|(y-4))&(3|^uint64(1<<56-1)) != 0 ||
-				a-lo < 2<<12 || c-lo < 2<<12 || e-lo < 2<<12 || f-lo < 2<<12 ||
-				g-lo < 2<<12 || h-lo < 2<<12 || x-lo < 2<<12 || y-lo < 2<<12 {
-				break
-			}
-			o := (*[8]uint64)(out)
-			o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7] = a, c, e, f, g, h, x, y
-			out = out[8:]
-			i, addr = i+64, addr+64
-			if len(out) == 0 {
-				return len(store), nil
-			}
-		}
-		for skip == 0 && len(out) >= 4 && i+32 <= len(d) {
-			p := (*[32]byte)(d[i : i+32])
-			a, c := binary.LittleEndian.Uint64(p[:8]), binary.LittleEndian.Uint64(p[8:16])
-			e, f := binary.LittleEndian.Uint64(p[16:24]), binary.LittleEndian.Uint64(p[24:])
-			lo := addr &^ 0xfff
-			if ((a-4)|(c-4)|(e-4)|(f-4))&(3|^uint64(1<<56-1)) != 0 ||
-				a-lo < 2<<12 || c-lo < 2<<12 || e-lo < 2<<12 || f-lo < 2<<12 {
-				break
-			}
-			o := (*[4]uint64)(out)
-			o[0], o[1], o[2], o[3] = a, c, e, f
-			out = out[4:]
-			i, addr = i+32, addr+32
-			if len(out) == 0 {
-				return len(store), nil
-			}
-		}
-		if i >= len(d) {
-			break
-		}
-		w := binary.LittleEndian.Uint64(d[i:])
-		i, addr = i+8, addr+8
-		if w&3 != 0 || w == 0 || (w^(addr-8)) < 1<<12 {
-			switch k := Classify(w, addr-8); k {
-			case KindSignalCap:
-				continue
-			case KindTop, KindCap, KindInProgress:
-				return len(store) - len(out), nil
-			case KindBad:
-				return len(store) - len(out), v.entryErr(k, w, addr-8)
-			}
-		}
-		if skip > 0 {
-			skip--
-			continue
-		}
-		out[0] = w
-		if out = out[1:]; len(out) == 0 {
-			return len(store), nil
-		}
-	}
-	return len(store) - len(out), v.entryErr(KindTop, 0, addr)
+	return gcsview.Save((*gcsview.View)(v), store, skip)
 }
 
-// Frame is one return address of a GCS with its provenance.
-type Frame struct {
-	// PC is the return address (GCS entries carry no PAC).
-	PC uint64
-	// Origin is fp.OriginGCS.
-	Origin fp.Origin
-	// Addr is the entry's slot.
-	Addr uint64
+// Frame is one return address of a GCS: the module's one frame type,
+// [fp.Frame], with Origin fp.OriginGCS, PC the return address (GCS
+// entries carry no PAC) and Addr its slot. [Entries] adds each entry's
+// signal depth.
+type Frame = fp.Frame
+
+// Entry is one return address of a GCS with where it sits among the
+// thread's signal frames.
+type Entry struct {
+	// Frame is the entry as Frames yields it.
+	Frame Frame
 	// Signal is the number of signal cap tokens between GCSPR_EL0 and
 	// the slot: 0 for the innermost context, 1 for the context the
 	// innermost signal interrupted, and so on.
@@ -253,13 +143,13 @@ type Frame struct {
 	SigReturn bool
 }
 
-// String formats f for explanations.
-func (f Frame) String() string {
-	s := fmt.Sprintf("%#x (gcs slot %#x", f.PC, f.Addr)
-	if f.Signal > 0 {
-		s += fmt.Sprintf(", signal %d", f.Signal)
+// String formats e for explanations.
+func (e Entry) String() string {
+	s := fmt.Sprintf("%#x (gcs slot %#x", e.Frame.PC, e.Frame.Addr)
+	if e.Signal > 0 {
+		s += fmt.Sprintf(", signal %d", e.Signal)
 	}
-	if f.SigReturn {
+	if e.SigReturn {
 		s += ", sigreturn"
 	}
 	return s + ")"
@@ -271,37 +161,29 @@ func (f Frame) String() string {
 // (Frame{}, err), the error Save returns.
 func Frames(v *View) iter.Seq2[Frame, error] {
 	return func(yield func(Frame, error) bool) {
-		if v.Disabled {
-			yield(Frame{}, ErrNotSupported)
-			return
-		}
-		i, err := v.start()
-		if err != nil {
-			yield(Frame{}, err)
-			return
-		}
-		d := v.Data[:len(v.Data)&^7]
-		sig := 0
-		for addr := v.GCSPR; i < len(d); i, addr = i+8, addr+8 {
-			w := binary.LittleEndian.Uint64(d[i:])
-			switch k := Classify(w, addr); k {
-			case KindSignalCap:
-				sig++
-				continue
-			case KindTop, KindCap, KindInProgress:
-				return
-			case KindBad:
-				yield(Frame{}, v.entryErr(k, w, addr))
+		for e, err := range gcsview.Entries((*gcsview.View)(v)) {
+			if err != nil {
+				yield(Frame{}, err)
 				return
 			}
-			f := Frame{PC: w, Origin: fp.OriginGCS, Addr: addr, Signal: sig}
-			if i+16 <= len(d) {
-				f.SigReturn = Classify(binary.LittleEndian.Uint64(d[i+8:]), addr+8) == KindSignalCap
-			}
-			if !yield(f, nil) {
+			if !yield(Frame{PC: e.PC, Raw: e.PC, Addr: e.Addr, Origin: fp.OriginGCS}, nil) {
 				return
 			}
 		}
-		yield(Frame{}, v.entryErr(KindTop, 0, v.Base+uint64(len(d))))
+	}
+}
+
+// Entries is Frames with each entry's signal depth (Entry).
+func Entries(v *View) iter.Seq2[Entry, error] {
+	return func(yield func(Entry, error) bool) {
+		for e, err := range gcsview.Entries((*gcsview.View)(v)) {
+			f := Frame{PC: e.PC, Raw: e.PC, Addr: e.Addr, Origin: fp.OriginGCS}
+			if err != nil {
+				f = Frame{}
+			}
+			if !yield(Entry{Frame: f, Signal: e.Signal, SigReturn: e.SigReturn}, err) || err != nil {
+				return
+			}
+		}
 	}
 }

@@ -117,6 +117,8 @@ func (c *CPU) sourceInto(src *unwind.Source, p *pubState, method unwind.Method, 
 			fc.KretprobeStack, fc.KretprobeStackData = t.kprobe.region.Base, t.kprobe.region.View()
 		}
 		src.SetFP(&fc, unwind.SourceOptions{Symbolizer: m.sym, Skip: 1 + opts.Skip})
+	case unwind.MethodGCS:
+		return fmt.Errorf("machine: the Guarded Control Stack (user space only; the model is a kernel's): %w", unwind.ErrNotSupported)
 	default:
 		return fmt.Errorf("machine: unknown method %v", method)
 	}

@@ -53,6 +53,8 @@ func (t *Task) Source(method unwind.Method) (*unwind.Source, error) {
 			fc.KretprobeTrampoline, fc.KretprobeStack, fc.KretprobeStackData = m.kprobeTramp, t.kprobe.region.Base, t.kprobe.region.View()
 		}
 		src = unwind.NewFPSource(&fc, unwind.SourceOptions{Symbolizer: m.sym})
+	case unwind.MethodGCS:
+		return nil, fmt.Errorf("machine: the Guarded Control Stack (user space only; the model is a kernel's): %w", unwind.ErrNotSupported)
 	default:
 		return nil, fmt.Errorf("machine: unknown method %v", method)
 	}

@@ -129,7 +129,10 @@ func (s *Snapshot) Regions() []Region {
 // return address), a return address still in x30 (a leaf's caller), the
 // pc a signal interrupted, and the frames of uninstrumented callers (main
 // and _start in the committed captures); the FP walk lacks a return
-// address still in x30.
+// address still in x30. MethodGCS copies the Guarded Control Stack from
+// GCSPR_EL0 up (ErrNotSupported without one): it lacks the innermost pc
+// and the pc a signal interrupted, and holds every caller that returns
+// with ret, instrumented or not.
 func (s *Snapshot) Source(method unwind.Method) (*unwind.Source, error) {
 	method = method.Resolve(s.HasSCS)
 	var src *unwind.Source
@@ -160,6 +163,12 @@ func (s *Snapshot) Source(method unwind.Method) (*unwind.Source, error) {
 			c.Stacks = append(c.Stacks, fp.Stack{Kind: kind, Low: r.Base, High: r.End(), Name: r.Name, Data: r.View()})
 		}
 		src = unwind.NewFPSource(&c, unwind.SourceOptions{Symbolizer: s.sym})
+	case unwind.MethodGCS:
+		base, data, ok := s.GCSRegion()
+		if !ok || !s.HasGCS {
+			return nil, fmt.Errorf("snapshot: snapshot has no Guarded Control Stack: %w", unwind.ErrNotSupported)
+		}
+		src = unwind.NewGCSSource(data, base, s.Regs.GCSPR, unwind.SourceOptions{Symbolizer: s.sym})
 	default:
 		return nil, fmt.Errorf("snapshot: unknown method %v", method)
 	}
