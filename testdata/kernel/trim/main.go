@@ -28,6 +28,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/kcapture"
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 	"github.com/unwindkit/unwindkit/unwind/vmcore"
@@ -99,6 +100,16 @@ func main() {
 			log.Fatal(err)
 		}
 		rep := k.Unwind(s.Name == "t")
+		// The code before each pc interrupted at an exception boundary
+		// (where the prologue analysis says whether x30 was still the
+		// caller's: the checks against drgn, which has that caller).
+		for _, r := range allResults(rep) {
+			for _, f := range r.Frames {
+				if f.Origin == fp.OriginRegsPC {
+					k.PrologueAt(f.PC)
+				}
+			}
+		}
 		pages := v.PagesRead()
 		v.RecordReads(false)
 		reports[s.Name] = rep
