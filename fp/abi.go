@@ -43,8 +43,9 @@ func ABIFor(major, minor int) ABI {
 // PtRegsLayout is the layout of struct pt_regs the walk reads, in bytes
 // ([Config.PtRegs]). The zero value means this package's constants:
 // [PtRegsSize], [PtRegsX29Off], [PtRegsPCOff], [PtRegsStackFrameOff]
-// (the 6.13+ layout). A real kernel's layout comes from its BTF: Debian's
-// 6.1 and 6.12 have Size 336 and StackFrame 304.
+// (Linux 7.2's: Size 320, StackFrame 296). A real kernel's layout comes
+// from its BTF: Debian's 6.1 and 6.12 have Size 336 and StackFrame 304,
+// 6.13's meta-record kernels Size 336 and StackFrame 296.
 type PtRegsLayout struct {
 	// Size is sizeof(struct pt_regs).
 	Size uint64
@@ -57,7 +58,7 @@ type PtRegsLayout struct {
 	StackFrame uint64
 }
 
-// maxPtRegsSize bounds PtRegsLayout.Size (the kernel's is 336).
+// maxPtRegsSize bounds PtRegsLayout.Size (the kernels' are 320 and 336).
 const maxPtRegsSize = 4096
 
 // defaultPtRegs is the layout the zero PtRegsLayout stands for.

@@ -2,7 +2,7 @@
 // frame records, meta records, pt_regs, and the walk over them.
 //
 // It models the Linux kernel's arch/arm64/kernel/stacktrace.c and
-// arch/arm64/include/asm/stacktrace/{common,frame}.h as of 2025 (the
+// arch/arm64/include/asm/stacktrace/{common,frame}.h of Linux 6.13 to 7.2 (the
 // kunwind_state unwinder with frame_record_meta), written from those rules
 // rather than copied. The same {fp, lr} record at x29 is the AAPCS64 frame
 // record, so the walker also serves user-space frames (see

@@ -388,7 +388,7 @@ func TestStrings(t *testing.T) {
 	if !EndFinal.Complete() || !EndZeroFP.Complete() || EndStopped.Complete() || EndError.Complete() {
 		t.Error("End.Complete wrong")
 	}
-	if TaskPtRegsAddr(0x10000, PtRegsLayout{}) != 0x10000-336 {
+	if TaskPtRegsAddr(0x10000, PtRegsLayout{}) != 0x10000-320 {
 		t.Error("TaskPtRegsAddr")
 	}
 }

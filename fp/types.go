@@ -4,8 +4,14 @@ import "fmt"
 
 // Layout of the objects the unwinder reads, in bytes (arm64 Linux). These
 // are the kernel ABI (arch/arm64/include/asm/ptrace.h,
-// asm/stacktrace/frame.h, asm/memory.h), defined here once for the module:
-// the machine model in package unwind/machine reads them from here.
+// asm/stacktrace/frame.h, asm/memory.h) of Linux 7.2, defined here once
+// for the module: the machine model in package unwind/machine reads them
+// from here. struct pt_regs has changed between versions: 7.2's (checked
+// against Debian's 7.2.13 and its BTF, testdata/kernel/deb-7.2) ends with
+// the meta record; the first meta-record kernels (6.13) had
+// lockdep_hardirqs and exit_rcu after it (336 bytes), which arm64's move
+// to the generic entry code took out; 6.1 and 6.12 have a 16-byte record at
+// 304 in 336 bytes. A kernel's own layout goes in [Config.PtRegs].
 const (
 	// FrameRecordSize is the size of a frame record {fp, lr}
 	// (struct frame_record): 16.
@@ -16,8 +22,8 @@ const (
 	// MetaTypeOff is the offset of the type word in a meta record: 16.
 	MetaTypeOff = 16
 
-	// PtRegsSize is sizeof(struct pt_regs), PT_REGS_SIZE: 336.
-	PtRegsSize = 336
+	// PtRegsSize is sizeof(struct pt_regs), PT_REGS_SIZE: 320.
+	PtRegsSize = 320
 	// PtRegsX18Off is the offset of regs[18], the interrupted shadow call
 	// stack pointer: 144.
 	PtRegsX18Off = 18 * 8
@@ -41,13 +47,9 @@ const (
 	// PtRegsSDEITTBR1Off is the offset of sdei_ttbr1: 288.
 	PtRegsSDEITTBR1Off = 288
 	// PtRegsStackFrameOff is the offset of the embedded meta record
-	// (pt_regs::stackframe): 296; its type word is at
+	// (pt_regs::stackframe), the last member: 296; its type word is at
 	// PtRegsStackFrameOff+16.
 	PtRegsStackFrameOff = 296
-	// PtRegsLockdepHardirqsOff is the offset of lockdep_hardirqs: 320.
-	PtRegsLockdepHardirqsOff = 320
-	// PtRegsExitRCUOff is the offset of exit_rcu: 328.
-	PtRegsExitRCUOff = 328
 )
 
 // Meta record types (FRAME_META_TYPE_*).
@@ -93,7 +95,7 @@ const (
 
 // TaskPtRegsAddr returns task_pt_regs for a task stack whose exclusive top
 // is high and whose kernel's struct pt_regs has layout l (the zero layout:
-// this package's constants, 6.13's): high - sizeof(struct pt_regs), the
+// this package's constants, 7.2's): high - sizeof(struct pt_regs), the
 // pt_regs that hold the FINAL record ([Config.TaskPtRegs]).
 func TaskPtRegsAddr(high uint64, l PtRegsLayout) uint64 {
 	if l.Size == 0 {

@@ -107,7 +107,7 @@ func captureArgs(t *testing.T, dir, stop string, extra ...string) []string {
 	return append(args, "-btf", filepath.Join(dir, "l-syscall.vmcore.gz"))
 }
 
-var captures = []string{"deb-6.1", "deb-6.1-mod", "deb-6.12", "deb-6.12-nolva", "scs-6.12", "scs-6.12-onstack", "scs-6.1", "scs-6.1-onstack"}
+var captures = []string{"deb-6.1", "deb-6.1-mod", "deb-6.12", "deb-6.12-nolva", "deb-7.2", "scs-6.12", "scs-6.12-onstack", "scs-6.1", "scs-6.1-onstack"}
 
 // TestVmcoreStoppedCPU unwinds every stop's stopped CPU from the vmcore
 // (-cpu N -json) and checks its FP walk ends with the kernel's printed
@@ -223,7 +223,7 @@ func TestVmcoreTasks(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		blocked int
-	}{{"deb-6.1", 50}, {"deb-6.1-mod", 51}, {"deb-6.12", 55}, {"scs-6.12", 33}, {"scs-6.1-onstack", 25}} {
+	}{{"deb-6.1", 50}, {"deb-6.1-mod", 51}, {"deb-6.12", 55}, {"deb-7.2", 54}, {"scs-6.12", 33}, {"scs-6.1-onstack", 25}} {
 		out, errs, code := cmd(t, captureArgs(t, td+"kernel/"+c.name, "t", "-json", "-tasks")...)
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s", c.name, code, errs)
@@ -293,7 +293,7 @@ func TestStockDumpWithSystemMap(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		blocked int
-	}{{"deb-6.12", 55}, {"scs-6.12", 33}} {
+	}{{"deb-6.12", 55}, {"deb-7.2", 54}, {"scs-6.12", 33}} {
 		dir := td + "kernel/" + c.name
 		ks, sm := stockKallsyms(t, dir)
 		btf := filepath.Join(dir, "l-syscall.vmcore.gz")
@@ -545,7 +545,7 @@ func TestGuessedBounds(t *testing.T) {
 			n++
 		}
 	}
-	if n != 20 {
+	if n != 22 {
 		t.Errorf("%d stops checked", n)
 	}
 }

@@ -20,6 +20,7 @@ func TestDumpKernel(t *testing.T) {
 	}{
 		{"../../testdata/kernel/deb-6.1", "blocked tasks: 50 of 50 match", false, 3},
 		{"../../testdata/kernel/deb-6.12", "blocked tasks: 55 of 55 match", false, 3},
+		{"../../testdata/kernel/deb-7.2", "blocked tasks: 54 of 54 match", false, 3},
 		{"../../testdata/kernel/scs-6.12", "blocked tasks: 33 of 33 match", true, 4},
 		{"../../testdata/kernel/scs-6.12-onstack", "blocked tasks: 33 of 33 match", true, 4},
 		{"../../testdata/kernel/scs-6.1", "blocked tasks: 25 of 25 match", true, 4},

@@ -73,6 +73,11 @@ type Trace struct {
 	State    string `json:"state"`
 	// Frames are the frames as printed, innermost first.
 	Frames []string `json:"frames"`
+	// Sources are the source markers the kernel printed after each frame
+	// (kernels since 6.14: "C" the caller, "T" a blocked task's saved pc,
+	// "P" regs->pc, "" an ordinary frame record), nil when it printed
+	// none.
+	Sources []string `json:"sources"`
 }
 
 // maxExpected bounds expected.json.
@@ -93,6 +98,11 @@ func ParseExpected(b []byte) (*Expected, error) {
 		}
 		if s.Name == "" || strings.ContainsAny(s.Name, `/\`) || s.Name[0] == '.' {
 			return nil, fmt.Errorf("expected.json: stop %d: bad name %q", i, s.Name)
+		}
+	}
+	for i, t := range e.Traces {
+		if t.Sources != nil && len(t.Sources) != len(t.Frames) {
+			return nil, fmt.Errorf("expected.json: trace %d: %d sources for %d frames", i, len(t.Sources), len(t.Frames))
 		}
 	}
 	return &e, nil

@@ -5,6 +5,8 @@
 #   sh testdata/kernel/build-scs.sh 6.1           # linux-source-6.1, entry code as shipped
 #   sh testdata/kernel/build-scs.sh 6.12-onstack  # 6.12 with scs-onstack.patch (x18 kept on the stack)
 #   sh testdata/kernel/build-scs.sh 6.1-onstack   # 6.1 with scs-onstack.patch
+#   sh testdata/kernel/build-scs.sh 7.2           # linux-source-7.2 (Debian sid), dynamic SCS:
+#                                                 # run inside a sid tree (chroot) for its clang
 #
 # Needs: linux-source-6.1/-6.12 (tarballs in /usr/src), clang, lld, llvm, flex, bison, bc,
 # libelf-dev, libssl-dev, dwarves (pahole, for BTF). Everything big goes under $KCAP
@@ -16,13 +18,13 @@
 # line of it must read =y in the final .config, or the script fails.
 # CI never runs this; the captures made with these kernels are committed.
 set -eu
-name=${1:?usage: build-scs.sh 6.12|6.1|6.12-onstack|6.1-onstack}
+name=${1:?usage: build-scs.sh 6.12|6.1|6.12-onstack|6.1-onstack|7.2}
 here=$(cd "$(dirname "$0")" && pwd)
 KCAP=${KCAP:-/work/kcap}
 JOBS=${JOBS:-2}
 ver=${name%%-*}
 case $name in
-6.1 | 6.12 | 6.1-onstack | 6.12-onstack) ;;
+6.1 | 6.12 | 6.1-onstack | 6.12-onstack | 7.2) ;;
 *) echo "unknown kernel $name" >&2; exit 2 ;;
 esac
 
@@ -49,11 +51,16 @@ mk() { nice make -C "$src" O="$out" ARCH=arm64 LLVM=1 "$@"; }
 
 start=$(date +%s)
 mk tinyconfig >/dev/null
+# 7.2: the shadow call stack patched in at boot (CONFIG_UNWIND_PATCH_PAC_INTO_SCS, clang 15 or
+# newer; it selects DYNAMIC_SCS): on a CPU without PAC the kernel rewrites paciasp/autiasp into
+# SCS pushes and pops.
+frags=$here/scs.config
+[ "$ver" != 7.2 ] || { frags=$out/scs72.config; { cat "$here/scs.config"; echo CONFIG_UNWIND_PATCH_PAC_INTO_SCS=y; echo CONFIG_DYNAMIC_SCS=y; } >"$frags"; }
 apply() {
-	grep '^CONFIG_' "$here/scs.config" | while IFS== read -r opt _; do
+	grep '^CONFIG_' "$frags" | while IFS== read -r opt _; do
 		"$src/scripts/config" --file "$out/.config" --enable "${opt#CONFIG_}"
 	done
-	sed -n 's/^# CONFIG_\(.*\) is not set$/\1/p' "$here/scs.config" | while read -r opt; do
+	sed -n 's/^# CONFIG_\(.*\) is not set$/\1/p' "$frags" | while read -r opt; do
 		"$src/scripts/config" --file "$out/.config" --disable "$opt"
 	done
 }
@@ -63,7 +70,7 @@ mk olddefconfig >/dev/null
 apply
 mk olddefconfig >/dev/null
 bad=0
-for opt in $(grep '^CONFIG_' "$here/scs.config" | cut -d= -f1); do
+for opt in $(grep '^CONFIG_' "$frags" | cut -d= -f1); do
 	if ! grep -qx "$opt=y" "$out/.config"; then
 		echo "build-scs: $opt is not =y: $(grep "^$opt=\|# $opt is" "$out/.config" || echo absent)" >&2
 		bad=1

@@ -10,6 +10,8 @@
 #   sh testdata/kernel/capture.sh scs-6.12-onstack, scs-6.1, scs-6.1-onstack   (likewise)
 #   MODULE=$KCAP/module/ukit.ko sh testdata/kernel/capture.sh deb-6.1-mod   # deb-6.1's kernel, the
 #       test module (module/build.sh) loaded first: sysrq-t prints its kthread's trace through it
+#   sh testdata/kernel/capture.sh deb-7.2      # Debian sid linux-binary-unsigned-7.2.13+deb14-cloud-arm64
+#                                              # (+ linux-modules-*), downloaded with a separate apt state
 #
 # One boot per kernel. The guest's /init (written below) loads qemu_fw_cfg (VMCOREINFO), starts
 # `taskset 1 dd if=/dev/zero of=/dev/null bs=1M` so CPU0 stays busy in the kernel, prints the
@@ -41,7 +43,7 @@
 #   testdata/kernel/usercore/ (deb-6.1 only) core.gz, crash, crash.c, gdb-bt.txt
 # CI never runs this (it needs minutes of TCG and a network); the outputs are committed.
 set -eu
-name=${1:?usage: capture.sh deb-6.1|deb-6.12|deb-6.12-nolva|scs-6.12|scs-6.12-onstack|scs-6.1|scs-6.1-onstack}
+name=${1:?usage: capture.sh deb-6.1|deb-6.12|deb-6.12-nolva|deb-7.2|scs-6.12|scs-6.12-onstack|scs-6.1|scs-6.1-onstack}
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 KCAP=${KCAP:-/work/kcap}
@@ -53,6 +55,9 @@ deb-6.1 | deb-6.1-mod)
 	pkg=linux-image-6.1.0-57-cloud-arm64 kver=6.1.0-57-cloud-arm64 family=6.1 ;;
 deb-6.12 | deb-6.12-nolva)
 	pkg=linux-image-6.12.117+deb12-cloud-arm64-unsigned kver=6.12.117+deb12-cloud-arm64 family=6.12 ;;
+deb-7.2) # sid: the image and the modules are two packages; /usr/lib/modules/KVER/vmlinuz.unsigned
+	pkg=linux-binary-unsigned-7.2.13+deb14-cloud-arm64 kver=7.2.13+deb14-cloud-arm64 family=6.12
+	modpkg=linux-modules-$kver ;;
 scs-6.12 | scs-6.12-onstack) pkg= kver= family=6.12 ;;
 scs-6.1 | scs-6.1-onstack) pkg= kver= family=6.1 ;;
 *) echo "unknown kernel $name" >&2; exit 2 ;;
@@ -70,9 +75,27 @@ debof() { # debof PKG: the downloaded .deb of PKG, if any
 	done
 	return 1
 }
+# deb-7.2's kernel packages come from Debian sid through an apt state of its own under $KCAP/sid-apt (the
+# host's bookworm lists and status are not touched).
+sidapt=
+if [ "$name" = deb-7.2 ]; then
+	sa=$KCAP/sid-apt
+	mkdir -p "$sa/state/lists/partial" "$sa/cache/archives/partial"
+	touch "$sa/state/status"
+	echo 'deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main' >"$sa/sources.list"
+	sidapt="-o Dir::State=$sa/state -o Dir::State::status=$sa/state/status -o Dir::Cache=$sa/cache
+		-o Dir::Etc::SourceList=$sa/sources.list -o Dir::Etc::SourceParts=/dev/null -o APT::Architecture=arm64"
+fi
 fetch() { # fetch PKG: download PKG:arm64 into $KCAP/debs once
-	debof "$1" >/dev/null || (cd "$KCAP/debs" && apt-get download "$1:arm64")
+	debof "$1" >/dev/null && return 0
+	if [ -n "$sidapt" ] && [ "$1" != busybox-static ]; then # busybox: bookworm's, as for the others
+		[ -n "$(ls "$sa/state/lists" | grep _sid_)" ] || flock /tmp/apt.lock apt-get $sidapt update
+		(cd "$KCAP/debs" && flock /tmp/apt.lock apt-get $sidapt download "$1")
+	else
+		(cd "$KCAP/debs" && flock /tmp/apt.lock apt-get download "$1:arm64")
+	fi
 }
+modpkg=${modpkg:-}
 fetch busybox-static
 bb=$KCAP/bb
 [ -x "$bb/bin/busybox" ] || dpkg-deb -x "$(debof busybox-static)" "$bb"
@@ -80,12 +103,14 @@ if [ -n "$pkg" ]; then
 	fetch "$pkg"
 	kdir=$KCAP/kernels/${name%-nolva}
 	kdir=${kdir%-mod}
-	if [ ! -d "$kdir/boot" ]; then
+	if [ ! -d "$kdir/boot" ] && [ ! -d "$kdir/usr/lib/modules/$kver" ]; then
 		mkdir -p "$kdir"
 		dpkg-deb -x "$(debof "$pkg")" "$kdir"
+		[ -z "$modpkg" ] || { fetch "$modpkg" && dpkg-deb -x "$(debof "$modpkg")" "$kdir"; }
 	fi
 	image=$kdir/boot/vmlinuz-$kver
-	fwcfg=$(find "$kdir/lib/modules/$kver" -name 'qemu_fw_cfg.ko*' | head -1)
+	[ -f "$image" ] || image=$kdir/usr/lib/modules/$kver/vmlinuz.unsigned # sid's layout
+	fwcfg=$(find "$kdir/lib/modules/$kver" "$kdir/usr/lib/modules/$kver" -name 'qemu_fw_cfg.ko*' 2>/dev/null | head -1)
 else
 	image=$KCAP/scs/$name/Image
 	fwcfg=

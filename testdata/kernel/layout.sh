@@ -3,6 +3,8 @@
 #
 #   sh testdata/kernel/layout.sh deb-6.1     # vmlinux from linux-image-6.1.0-57-cloud-arm64-dbg
 #   sh testdata/kernel/layout.sh scs-6.12    # vmlinux from build-scs.sh ($KCAP/scs/scs-6.12)
+#   sh testdata/kernel/layout.sh deb-7.2     # vmlinux from sid's linux-image-7.2.13+deb14-cloud-arm64-dbg
+#                                            # (downloaded by capture.sh's sid apt state, $KCAP/sid-apt)
 #
 # Writes testdata/kernel/NAME/layout.txt: pahole's view (from the .BTF section of vmlinux, which
 # is what the running kernel carries between __start_BTF and __stop_BTF) of pt_regs,
@@ -12,7 +14,7 @@
 # has no CONFIG_KALLSYMS_ALL, so its /proc/kallsyms lacks them). The Debian -dbg packages are big
 # (260-320 MB); they go to $KCAP/debs and the vmlinux to $KCAP/dbg/NAME, never into git.
 set -eu
-name=${1:?usage: layout.sh deb-6.1|deb-6.12|scs-NAME}
+name=${1:?usage: layout.sh deb-6.1|deb-6.12|deb-7.2|scs-NAME}
 here=$(cd "$(dirname "$0")" && pwd)
 KCAP=${KCAP:-/work/kcap}
 out=$here/$name
@@ -20,6 +22,7 @@ mkdir -p "$out"
 case $name in
 deb-6.1 | deb-6.1-mod) dbg=linux-image-6.1.0-57-cloud-arm64-dbg kver=6.1.0-57-cloud-arm64 ;;
 deb-6.12) dbg=linux-image-6.12.117+deb12-cloud-arm64-dbg kver=6.12.117+deb12-cloud-arm64 ;;
+deb-7.2) dbg=linux-image-7.2.13+deb14-cloud-arm64-dbg kver=7.2.13+deb14-cloud-arm64 ;;
 scs-*) dbg= ;;
 *) echo "unknown kernel $name" >&2; exit 2 ;;
 esac
@@ -31,15 +34,25 @@ if [ -n "$dbg" ]; then
 			case ${f##*/} in "$dbg"_*) deb=$f ;; esac
 		done
 		if [ -z "$deb" ]; then
-			(cd "$KCAP/debs" && apt-get download "$dbg:arm64")
+			if [ "$name" = deb-7.2 ]; then # sid, through the apt state capture.sh made
+				sa=$KCAP/sid-apt
+				(cd "$KCAP/debs" && flock /tmp/apt.lock apt-get -o Dir::State="$sa/state" -o Dir::State::status="$sa/state/status" \
+					-o Dir::Cache="$sa/cache" -o Dir::Etc::SourceList="$sa/sources.list" -o Dir::Etc::SourceParts=/dev/null \
+					-o APT::Architecture=arm64 download "$dbg")
+			else
+				(cd "$KCAP/debs" && flock /tmp/apt.lock apt-get download "$dbg:arm64")
+			fi
 			for f in "$KCAP"/debs/*_arm64.deb; do
 				case ${f##*/} in "$dbg"_*) deb=$f ;; esac
 			done
 		fi
 		mkdir -p "$KCAP/dbg/$name"
-		dpkg-deb --fsys-tarfile "$deb" | (cd "$KCAP/dbg/$name" && nice tar -x --wildcards '*boot/vmlinux-*')
+		# sid's boot/vmlinux-KVER is a link to lib/modules/KVER/vmlinux
+		dpkg-deb --fsys-tarfile "$deb" | (cd "$KCAP/dbg/$name" && nice tar -x --wildcards '*boot/vmlinux-*' "*/lib/modules/$kver/vmlinux" 2>/dev/null ||
+			nice tar -x --wildcards '*boot/vmlinux-*')
 	fi
 	config=$KCAP/kernels/$name/boot/config-$kver
+	[ -f "$config" ] || config=$KCAP/kernels/$name/usr/lib/modules/$kver/config # sid's layout
 else
 	vmlinux=$KCAP/scs/$name/vmlinux
 	config=$KCAP/scs/$name/config

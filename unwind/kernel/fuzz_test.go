@@ -68,8 +68,8 @@ func FuzzWalk(f *testing.F) {
 }
 
 // fuzzCaptures are the captures FuzzKernelDump seeds from: a kernel
-// without and one with shadow call stacks.
-var fuzzCaptures = []string{"../../testdata/kernel/deb-6.12", "../../testdata/kernel/scs-6.12"}
+// without and one with shadow call stacks, and one with meta records.
+var fuzzCaptures = []string{"../../testdata/kernel/deb-6.12", "../../testdata/kernel/scs-6.12", "../../testdata/kernel/deb-7.2"}
 
 type fuzzKernel struct {
 	cp  *kcapture.Capture
@@ -95,8 +95,8 @@ var fuzzKernels = sync.OnceValues(func() ([]fuzzKernel, error) {
 // FuzzKernelDump prepares and unwinds arbitrary vmcores with both
 // techniques, reads the stopped CPUs' prologues and compares (seeded with
 // the shipped IPI dumps of a 6.12 kernel without and one with shadow call
-// stacks, and the SCS kernel's stop inside a prologue, each with the BTF
-// of its boot): no panic.
+// stacks and of a 7.2 kernel (meta records), and the SCS kernel's stop
+// inside a prologue, each with the BTF of its boot): no panic.
 func FuzzKernelDump(f *testing.F) {
 	ks, err := fuzzKernels()
 	if err != nil {

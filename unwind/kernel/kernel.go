@@ -13,9 +13,14 @@
 // The walk itself is package fp's, the module's one frame-pointer
 // unwinder ([fp.ABIFinalRecord], [fp.ABIMetaRecord], with the pt_regs
 // layout read from BTF): this package finds the stacks, reads their bytes
-// from the dump once and hands them to it ([Walk.Config]). Only the older
-// ABI has been checked against real kernels (Debian's 6.1 and 6.12,
-// testdata/kernel).
+// from the dump once and hands them to it ([Walk.Config]). The BTF's type
+// of pt_regs.stackframe confirms the version's choice (a struct
+// frame_record_meta or a plain record) and decides where they differ.
+// Both ABIs are checked against real kernels (testdata/kernel): the older
+// on Debian's 6.1 and 6.12, meta records on Debian sid's 7.2, whose
+// printed traces also say where each frame came from ("P": the pc of the
+// pt_regs behind a PT_REGS meta record; "T": a blocked task's saved pc),
+// and the FP walk's origins agree.
 //
 // Where a stopped CPU's caller's return address is comes from the code of
 // the function before its pc ([Kernel.PrologueAt], the analysis of
@@ -129,6 +134,7 @@ func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
 	in := &v.Info
 	k.ABI = fp.ABIFor(in.Major, in.Minor)
 	k.note("kernel %s: unwinder rules %s", in.OSRelease, k.ABI)
+	abiAt := len(k.Notes) // the BTF's word on the rules is noted after the version's
 	k.note("PAC strip: %s (KERNELPACMASK %#x)", "kernel half of the dump's layout", in.KernelPACMask)
 	k.note("page tables: %s", v.Translation())
 	// THREAD_SHIFT is max(14 + KASAN_THREAD_SHIFT, PAGE_SHIFT) with
@@ -164,6 +170,9 @@ func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
 			}
 		}
 	}
+	if k.BTF != nil {
+		k.abiFromBTF(abiAt)
+	}
 	need := []string{"pt_regs.regs", "pt_regs.pc", "pt_regs.stackframe", "sizeof(pt_regs)"}
 	for _, key := range need {
 		if _, ok := k.off[key]; !ok {
@@ -179,6 +188,30 @@ func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
 		k.note("per-CPU offsets unknown: %v", err)
 	}
 	return k, nil
+}
+
+// abiFromBTF checks the version's rules against the kernel's own type of
+// pt_regs.stackframe: a struct frame_record_meta (a member type, 6.13's
+// meta records: fp.ABIMetaRecord) or a u64[2] frame record (up to 6.12:
+// fp.ABIFinalRecord). Where the BTF says otherwise (a kernel whose
+// version misleads, e.g. a backport), the BTF decides. The note goes
+// after the version's (at index at of Notes).
+func (k *Kernel) abiFromBTF(at int) {
+	var abi fp.ABI
+	var how string
+	if _, err := k.BTF.Offset("pt_regs.stackframe.type"); err == nil {
+		abi, how = fp.ABIMetaRecord, "pt_regs.stackframe is a struct frame_record_meta (it has a type)"
+	} else if _, err := k.BTF.Offset("pt_regs.stackframe"); err == nil {
+		abi, how = fp.ABIFinalRecord, "pt_regs.stackframe has no meta record type"
+	} else {
+		return
+	}
+	n := fmt.Sprintf("BTF: %s: rules %s, as the version says", how, abi)
+	if abi != k.ABI {
+		n = fmt.Sprintf("BTF: %s: rules %s, not the version's %s", how, abi, k.ABI)
+		k.ABI = abi
+	}
+	k.Notes = append(k.Notes[:at], append([]string{n}, k.Notes[at:]...)...)
 }
 
 // MergeDataSyms adds to syms the data symbols of extra (types D, B, R in

@@ -27,8 +27,9 @@ func captures(t *testing.T) []string {
 	for _, m := range ms {
 		out = append(out, filepath.Dir(m))
 	}
-	// Debian's 6.1 and 6.12 are shipped; SCS builds join when captured.
-	for _, want := range []string{"deb-6.1", "deb-6.12"} {
+	// Debian's 6.1, 6.12 and (sid's) 7.2 are shipped; SCS builds join
+	// when captured.
+	for _, want := range []string{"deb-6.1", "deb-6.12", "deb-7.2"} {
 		found := false
 		for _, d := range out {
 			found = found || filepath.Base(d) == want
@@ -252,8 +253,8 @@ func checkScenario(t *testing.T, cp *kcapture.Capture, k *kernel.Kernel, s *kcap
 		}
 		if len(b) != 1 || kcapture.FuncOf(ws[b[0]-1]) != "el1h_64_irq" {
 			t.Errorf("l-ipi: exception boundaries at %v", b)
-		} else if p := cp.Expected.Traces[s.Trace].Frames; k.V.Info.Minor == 12 && ws[b[0]] != p[kcapture.PrintedFrom(p)] {
-			t.Errorf("l-ipi: 6.12 prints from %s, the boundary is %s", p[kcapture.PrintedFrom(p)], ws[b[0]])
+		} else if p := cp.Expected.Traces[s.Trace].Frames; !(k.V.Info.Major == 6 && k.V.Info.Minor == 1) && ws[b[0]] != p[kcapture.PrintedFrom(p)] {
+			t.Errorf("l-ipi: 6.12 and 7.2 print from %s, the boundary is %s", p[kcapture.PrintedFrom(p)], ws[b[0]])
 		}
 	case "l-syscall", "t", "x30":
 		if last != "el0t_64_sync" {

@@ -20,7 +20,9 @@ type Result struct {
 	Err    error
 	// Final is the final frame record {fp, lr} at
 	// &task_pt_regs(task)->stackframe, read after a walk that ended
-	// there (the kernel's unwinder never reads it: EL0 entry zeroes it).
+	// there (up to 6.12 the kernel's unwinder never reads it: EL0 entry
+	// zeroes it; since 6.13 it is the {0, 0} head of the FINAL meta
+	// record the walk ended at).
 	Final [2]uint64
 }
 

@@ -41,9 +41,21 @@ var OffsetKeys = []string{
 // pmr_save, stackframe[2], lockdep_hardirqs, exit_rcu). task_struct and
 // thread_info depend on the configuration and are not tabulated (with
 // CONFIG_THREAD_INFO_IN_TASK, as arm64 always has, thread_info is at 0).
+//
+// 7.2 (Debian sid's linux-source-7.2, 7.2.13): struct pt_regs is regs[31],
+// sp, pc, pstate, orig_x0, syscallno, pmr, sdei_ttbr1 and the 24-byte meta
+// record stackframe, last (320 bytes); cpu_context is unchanged.
 var offsetTable = map[string]map[string]uint64{
 	"6.1":  armLayout,
 	"6.12": armLayout,
+	"7.2":  armLayout72,
+}
+
+var armLayout72 = map[string]uint64{
+	"task_struct.thread_info": 0,
+	"cpu_context.fp":          80, "cpu_context.sp": 88, "cpu_context.pc": 96,
+	"pt_regs.regs": 0, "pt_regs.sp": 248, "pt_regs.pc": 256, "pt_regs.pstate": 264,
+	"pt_regs.stackframe": 296, "sizeof(pt_regs)": 320,
 }
 
 var armLayout = map[string]uint64{

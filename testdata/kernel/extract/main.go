@@ -49,6 +49,11 @@ type Trace struct {
 	Frames   []string `json:"frames"`             // as printed: func+0xoff/0xsize [module] or an address
 	Header   string   `json:"header,omitempty"`   // the "CPU: n PID: p Comm: c ..." line
 	Warnings []string `json:"warnings,omitempty"` // lines between title and trace that are not registers
+
+	// Sources are the frames' source markers, one per frame, as kernels since 6.14 print them
+	// after the frame (7.2: "C" the caller, "T" a blocked task's saved pc, "P" regs->pc across an
+	// exception boundary, "" an ordinary frame record); absent where the kernel prints none.
+	Sources []string `json:"sources,omitempty"`
 }
 
 // Regs is one CPU's registers at a stop, as gdb printed them (hex, PACs not stripped).
@@ -85,7 +90,7 @@ type Expected struct {
 
 var (
 	tsRE     = regexp.MustCompile(`^\[\s*\d+\.\d+\] ?`)
-	frameRE  = regexp.MustCompile(`^\s+((\S+)\+0x[0-9a-f]+/0x[0-9a-f]+(?: \[\S+\])?|0x[0-9a-f]+)$`)
+	frameRE  = regexp.MustCompile(`^\s+((\S+)\+0x[0-9a-f]+/0x[0-9a-f]+(?: \[\S+\])?|0x[0-9a-f]+)(?: \(([A-Z]+)\))?$`)
 	cpuHdrRE = regexp.MustCompile(`^CPU: (\d+) (?:UID: \d+ )?PID: (\d+) Comm: (\S+)`)
 	taskRE   = regexp.MustCompile(`^task:(.{1,15}?)\s+state:(\S)\s.*\bpid:\s*(\d+)`)
 	cpuTitle = regexp.MustCompile(`^(?:sysrq: )?CPU(\d+):$|^NMI backtrace for cpu (\d+)$`)
@@ -255,7 +260,11 @@ func parseTraces(s string, exp *Expected) []Trace {
 				break
 			}
 			t.Frames = append(t.Frames, m[1])
+			t.Sources = append(t.Sources, m[3])
 			i++
+		}
+		if strings.Join(t.Sources, "") == "" {
+			t.Sources = nil // a kernel that prints no source markers
 		}
 		traces = append(traces, t)
 		ctx = Trace{CPU: -1, PID: -1}

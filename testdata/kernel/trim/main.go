@@ -29,6 +29,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/kcapture"
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 	"github.com/unwindkit/unwindkit/unwind/vmcore"
@@ -107,9 +108,15 @@ func main() {
 		if _, err := k.Modules(); err != nil {
 			fmt.Printf("%s: modules: %v\n", s.Name, err)
 		}
+		// The code before each pc interrupted at an exception boundary
+		// (where the prologue analysis says whether x30 was still the
+		// caller's: the checks against drgn, which has that caller).
 		for _, r := range allResults(rep) {
 			for _, f := range r.Frames {
 				k.Format(f.PC) // names module frames from the dump's module symbols
+				if f.Origin == fp.OriginRegsPC {
+					k.PrologueAt(f.PC)
+				}
 			}
 		}
 		pages := v.PagesRead()
