@@ -55,7 +55,7 @@ func TestCaptureVmcoreBomb(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "bomb.vmcore.gz") || !strings.Contains(err.Error(), "decompressed") {
 		t.Errorf("bomb: %v", err)
 	}
-	if alloc > 32<<20 || !race && d > 2*time.Second {
+	if alloc > 32<<20 { // memory, not time: the machine's load does not move it
 		t.Errorf("bomb of %d bytes cost %d bytes of allocation and %v", len(bomb), alloc, d)
 	}
 }

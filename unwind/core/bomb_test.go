@@ -28,7 +28,7 @@ func measure(f func()) (time.Duration, uint64) {
 }
 
 // loadWithExe loads the synthetic core with exe as its executable, within
-// the bombs' generous bounds (2 s, 400 MB allocated).
+// the bombs' bound (400 MB allocated).
 func loadWithExe(t *testing.T, what string, exe []byte) *core.Core {
 	t.Helper()
 	b := synth().Bytes()
@@ -38,8 +38,10 @@ func loadWithExe(t *testing.T, what string, exe []byte) *core.Core {
 		co, err = core.Load("synth.core", bytes.NewReader(b), int64(len(b)), core.ObjectFile{Path: "hostile.elf", Data: exe})
 	})
 	t.Logf("%s: %v, %.1f MiB allocated", what, d.Round(time.Millisecond), float64(alloc)/(1<<20))
-	if d > raceSlowdown*2*time.Second || alloc > 400<<20 {
-		t.Errorf("%s: %v and %d bytes allocated, want at most %v and 400 MiB", what, d, alloc, raceSlowdown*2*time.Second)
+	// Memory is the bound that does not depend on the machine's load;
+	// the time is logged (a hang is go test's timeout).
+	if alloc > 400<<20 {
+		t.Errorf("%s: %v and %d bytes allocated, want at most 400 MiB", what, d, alloc)
 	}
 	if err != nil {
 		t.Fatal(err)

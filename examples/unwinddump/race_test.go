@@ -1,7 +1,0 @@
-//go:build race
-
-package main
-
-// race is set under the race detector, which slows inflating tenfold:
-// the bomb tests then check allocation only, not wall time.
-const race = true

@@ -1,5 +1,0 @@
-//go:build !race
-
-package kcapture_test
-
-const race = false
