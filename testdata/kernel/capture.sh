@@ -7,7 +7,7 @@
 #   sh testdata/kernel/capture.sh deb-6.12     # Debian linux-image-6.12.117+deb12-cloud-arm64-unsigned
 #   sh testdata/kernel/capture.sh deb-6.12-nolva   # the same with arm64.nolva (48-bit VAs)
 #   sh testdata/kernel/capture.sh scs-6.12     # $KCAP/scs/scs-6.12/Image from build-scs.sh
-#   sh testdata/kernel/capture.sh scs-6.12-onstack, scs-6.1, scs-6.1-onstack   (likewise)
+#   sh testdata/kernel/capture.sh scs-6.12-onstack, scs-6.12-percpu, scs-6.1, scs-6.1-onstack   (likewise)
 #
 # One boot per kernel. The guest's /init (written below) loads qemu_fw_cfg (VMCOREINFO), starts
 # `taskset 1 dd if=/dev/zero of=/dev/null bs=1M` so CPU0 stays busy in the kernel, prints the
@@ -39,7 +39,7 @@
 #   testdata/kernel/usercore/ (deb-6.1 only) core.gz, crash, crash.c, gdb-bt.txt
 # CI never runs this (it needs minutes of TCG and a network); the outputs are committed.
 set -eu
-name=${1:?usage: capture.sh deb-6.1|deb-6.12|deb-6.12-nolva|scs-6.12|scs-6.12-onstack|scs-6.1|scs-6.1-onstack}
+name=${1:?usage: capture.sh deb-6.1|deb-6.12|deb-6.12-nolva|scs-6.12|scs-6.12-onstack|scs-6.12-percpu|scs-6.1|scs-6.1-onstack}
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 KCAP=${KCAP:-/work/kcap}
@@ -51,7 +51,7 @@ deb-6.1)
 	pkg=linux-image-6.1.0-57-cloud-arm64 kver=6.1.0-57-cloud-arm64 family=6.1 ;;
 deb-6.12 | deb-6.12-nolva)
 	pkg=linux-image-6.12.117+deb12-cloud-arm64-unsigned kver=6.12.117+deb12-cloud-arm64 family=6.12 ;;
-scs-6.12 | scs-6.12-onstack) pkg= kver= family=6.12 ;;
+scs-6.12 | scs-6.12-onstack | scs-6.12-percpu) pkg= kver= family=6.12 ;;
 scs-6.1 | scs-6.1-onstack) pkg= kver= family=6.1 ;;
 *) echo "unknown kernel $name" >&2; exit 2 ;;
 esac
