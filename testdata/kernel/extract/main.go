@@ -257,7 +257,8 @@ func parseTraces(s string, exp *Expected) []Trace {
 				i++
 			}
 			if len(ctx.SCS) != atoi(m[1]) {
-				log.Fatalf("console line %d: %q, but %d entries follow", i+1, ln, len(ctx.SCS))
+				// Kept as far as parsed: the checks compare entry for entry.
+				log.Printf("console line %d: %q, but %d entries follow", i+1, ln, len(ctx.SCS))
 			}
 			continue
 		}
