@@ -356,16 +356,20 @@ func readGzip(path string, limit, ratio int64) ([]byte, error) {
 // that size), sorted, each once: the return addresses the kernel printed
 // (the stopped functions' own frames too, which are return addresses into
 // them as well). A frame that names no symbol of that name and size is an
-// error; frames printed as bare addresses are skipped.
+// error; frames printed as bare addresses, and frames in a data symbol
+// (the kernel's racy unwind of a running task can print a stack or heap
+// word as a frame), are skipped.
 func (c *Capture) PrintedAddrs() ([]uint64, error) {
 	type key struct {
 		name string
 		size uint64
 	}
 	at := map[key]uint64{}
+	text := map[key]bool{}
 	for _, s := range c.Syms {
 		if _, dup := at[key{s.Name, s.Size}]; !dup {
 			at[key{s.Name, s.Size}] = s.Addr
+			text[key{s.Name, s.Size}] = strings.IndexByte("tTwW", s.Type) >= 0
 		}
 	}
 	seen := map[uint64]bool{}
@@ -382,6 +386,9 @@ func (c *Capture) PrintedAddrs() ([]uint64, error) {
 			a, found := at[key{name, size}]
 			if err1 != nil || err2 != nil || !found {
 				return nil, fmt.Errorf("%s: printed frame %q: no symbol %s of size %#x", c.Dir, f, name, size)
+			}
+			if !text[key{name, size}] {
+				continue
 			}
 			if !seen[a+off] {
 				seen[a+off] = true
