@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -78,6 +79,10 @@ type Trace struct {
 	// "P" regs->pc, "" an ordinary frame record), nil when it printed
 	// none.
 	Sources []string `json:"sources"`
+	// SCS is the shadow call stack copy the kernel printed before the
+	// trace (scs-percpu.patch's show_regs, arch_stack_walk_shadow), as
+	// printed, newest first; nil where none was printed.
+	SCS []string `json:"scs"`
 }
 
 // maxExpected bounds expected.json.
@@ -136,6 +141,8 @@ var PrintingCode = map[string]bool{
 	"dump_backtrace": true, "show_stack": true, "dump_stack_lvl": true, "dump_stack": true,
 	"nmi_cpu_backtrace": true, "show_regs": true, "__show_regs": true, "showacpu": true,
 	"sched_show_task": true, "arch_stack_walk": true, "kunwind_stack_walk": true,
+	// scs-percpu.patch's printed shadow call stack copy (show_regs).
+	"show_shadow_call_stack": true, "arch_stack_walk_shadow": true,
 }
 
 // FuncOf returns the function name of a frame printed as func+0xoff/0xsize.
@@ -351,4 +358,54 @@ func readGzip(path string, limit, ratio int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: changed while read: longer than %d bytes decompressed", path, n)
 	}
 	return b, nil
+}
+
+// PrintedAddrs returns the addresses of every frame of every printed
+// trace and printed shadow call stack copy (func+0xoff/0xsize: the
+// function's symbol plus off; among symbols of the same name the one of
+// that size), sorted, each once: the return addresses the kernel printed
+// (the stopped functions' own frames too, which are return addresses into
+// them as well). A frame that names no symbol of that name and size is an
+// error; frames printed as bare addresses, and frames in a data symbol
+// (the kernel's racy unwind of a running task can print a stack or heap
+// word as a frame), are skipped.
+func (c *Capture) PrintedAddrs() ([]uint64, error) {
+	type key struct {
+		name string
+		size uint64
+	}
+	at := map[key]uint64{}
+	text := map[key]bool{}
+	for _, s := range c.Syms {
+		if _, dup := at[key{s.Name, s.Size}]; !dup {
+			at[key{s.Name, s.Size}] = s.Addr
+			text[key{s.Name, s.Size}] = strings.IndexByte("tTwW", s.Type) >= 0
+		}
+	}
+	seen := map[uint64]bool{}
+	var out []uint64
+	for _, t := range c.Expected.Traces {
+		for _, f := range append(append([]string(nil), t.Frames...), t.SCS...) {
+			name, rest, ok := strings.Cut(strings.Fields(f)[0], "+")
+			if !ok {
+				continue
+			}
+			offs, sizes, _ := strings.Cut(rest, "/")
+			off, err1 := strconv.ParseUint(offs, 0, 64)
+			size, err2 := strconv.ParseUint(sizes, 0, 64)
+			a, found := at[key{name, size}]
+			if err1 != nil || err2 != nil || !found {
+				return nil, fmt.Errorf("%s: printed frame %q: no symbol %s of size %#x", c.Dir, f, name, size)
+			}
+			if !text[key{name, size}] {
+				continue
+			}
+			if !seen[a+off] {
+				seen[a+off] = true
+				out = append(out, a+off)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }

@@ -7,6 +7,10 @@
 #   sh testdata/kernel/build-scs.sh 6.1-onstack   # 6.1 with scs-onstack.patch
 #   sh testdata/kernel/build-scs.sh 7.2           # linux-source-7.2 (Debian sid), dynamic SCS:
 #                                                 # run inside a sid tree (chroot) for its clang
+#   sh testdata/kernel/build-scs.sh 6.12-percpu   # 6.12 with scs-percpu.patch (the seed series'
+#                                                 # per-CPU saved x18 and its in-kernel SCS copy)
+#   SCS_EXTRA=testdata/kernel/scs-6.12-issue27.config sh ...   # a second fragment on top
+#                                                 # (its options replace scs.config's lines)
 #
 # Needs: linux-source-6.1/-6.12 (tarballs in /usr/src), clang, lld, llvm, flex, bison, bc,
 # libelf-dev, libssl-dev, dwarves (pahole, for BTF). Everything big goes under $KCAP
@@ -18,13 +22,13 @@
 # line of it must read =y in the final .config, or the script fails.
 # CI never runs this; the captures made with these kernels are committed.
 set -eu
-name=${1:?usage: build-scs.sh 6.12|6.1|6.12-onstack|6.1-onstack|7.2}
+name=${1:?usage: build-scs.sh 6.12|6.1|6.12-onstack|6.1-onstack|6.12-percpu|7.2}
 here=$(cd "$(dirname "$0")" && pwd)
 KCAP=${KCAP:-/work/kcap}
 JOBS=${JOBS:-2}
 ver=${name%%-*}
 case $name in
-6.1 | 6.12 | 6.1-onstack | 6.12-onstack | 7.2) ;;
+6.1 | 6.12 | 6.1-onstack | 6.12-onstack | 6.12-percpu | 7.2) ;;
 *) echo "unknown kernel $name" >&2; exit 2 ;;
 esac
 
@@ -42,25 +46,45 @@ if [ "$name" != "$ver" ]; then
 	if [ -f "$KCAP/build/scs-$ver/vmlinux" ] && [ ! -d "$out" ]; then
 		cp -a "$KCAP/build/scs-$ver" "$out"
 	fi
-	(cd "$src" && patch -p1 <"$here/scs-onstack.patch")
-	trap '(cd "$src" && patch -R -p1 <"$here/scs-onstack.patch")' EXIT
+	pf=$here/scs-${name#*-}.patch
+	(cd "$src" && patch -p1 <"$pf")
+	trap '(cd "$src" && patch -R -p1 <"$pf")' EXIT
 fi
 dest=$KCAP/scs/scs-$name
 mkdir -p "$out" "$dest"
 mk() { nice make -C "$src" O="$out" ARCH=arm64 LLVM=1 "$@"; }
 
-start=$(date +%s)
-mk tinyconfig >/dev/null
+# The fragment as applied: scs.config, and with SCS_EXTRA a second fragment whose options
+# replace scs.config's lines for them (e.g. DWARF5 for DWARF4, the choice's other member off).
+frag=$out/scs.config.new
+cp "$here/scs.config" "$frag"
+if [ -n "${SCS_EXTRA:-}" ]; then
+	for opt in $(sed -n 's/^\(CONFIG_[A-Z0-9_]*\)=y$/\1/p; s/^# \(CONFIG_[A-Z0-9_]*\) is not set$/\1/p' "$SCS_EXTRA"); do
+		sed -i "/^$opt=y\$/d; /^# $opt is not set\$/d" "$frag"
+	done
+	cat "$SCS_EXTRA" >>"$frag"
+fi
 # 7.2: the shadow call stack patched in at boot (CONFIG_UNWIND_PATCH_PAC_INTO_SCS, clang 15 or
 # newer; it selects DYNAMIC_SCS): on a CPU without PAC the kernel rewrites paciasp/autiasp into
 # SCS pushes and pops.
-frags=$here/scs.config
-[ "$ver" != 7.2 ] || { frags=$out/scs72.config; { cat "$here/scs.config"; echo CONFIG_UNWIND_PATCH_PAC_INTO_SCS=y; echo CONFIG_DYNAMIC_SCS=y; } >"$frags"; }
+[ "$ver" != 7.2 ] || printf 'CONFIG_UNWIND_PATCH_PAC_INTO_SCS=y\nCONFIG_DYNAMIC_SCS=y\n' >>"$frag"
+# A variant's tree copied from the VER tree already has the .config of the same fragment
+# (checked below again): the config passes (minutes of Kconfig's compiler probes) are skipped.
+reconfig=1
+if [ "$name" != "$ver" ] && [ -f "$out/.config" ] && cmp -s "$frag" "$out/scs.config"; then
+	reconfig=0
+fi
+mv "$frag" "$out/scs.config"
+frag=$out/scs.config
+
+start=$(date +%s)
+if [ $reconfig = 1 ]; then
+mk tinyconfig >/dev/null
 apply() {
-	grep '^CONFIG_' "$frags" | while IFS== read -r opt _; do
+	grep '^CONFIG_' "$frag" | while IFS== read -r opt _; do
 		"$src/scripts/config" --file "$out/.config" --enable "${opt#CONFIG_}"
 	done
-	sed -n 's/^# CONFIG_\(.*\) is not set$/\1/p' "$frags" | while read -r opt; do
+	sed -n 's/^# CONFIG_\(.*\) is not set$/\1/p' "$frag" | while read -r opt; do
 		"$src/scripts/config" --file "$out/.config" --disable "$opt"
 	done
 }
@@ -69,8 +93,9 @@ mk olddefconfig >/dev/null
 # Each option may need another one to stick; a second pass settles choices and dependencies.
 apply
 mk olddefconfig >/dev/null
+fi
 bad=0
-for opt in $(grep '^CONFIG_' "$frags" | cut -d= -f1); do
+for opt in $(grep '^CONFIG_' "$frag" | cut -d= -f1); do
 	if ! grep -qx "$opt=y" "$out/.config"; then
 		echo "build-scs: $opt is not =y: $(grep "^$opt=\|# $opt is" "$out/.config" || echo absent)" >&2
 		bad=1
@@ -83,5 +108,5 @@ end=$(date +%s)
 
 cp "$out/arch/arm64/boot/Image" "$out/vmlinux" "$out/System.map" "$dest/"
 cp "$out/.config" "$dest/config"
-echo "$((end - start)) s wall for config+Image, make -j$JOBS under nice, $(nproc) cores, $(date -u +%F)" >"$dest/build-time"
+echo "$((end - start)) s wall for config+Image, make -j$JOBS under nice, $(nproc) cores, $(date -u +%F)${SCS_EXTRA:+, fragment scs.config + ${SCS_EXTRA##*/}}" >"$dest/build-time"
 cat "$dest/build-time"

@@ -7,7 +7,7 @@
 #   sh testdata/kernel/capture.sh deb-6.12     # Debian linux-image-6.12.117+deb12-cloud-arm64-unsigned
 #   sh testdata/kernel/capture.sh deb-6.12-nolva   # the same with arm64.nolva (48-bit VAs)
 #   sh testdata/kernel/capture.sh scs-6.12     # $KCAP/scs/scs-6.12/Image from build-scs.sh
-#   sh testdata/kernel/capture.sh scs-6.12-onstack, scs-6.1, scs-6.1-onstack   (likewise)
+#   sh testdata/kernel/capture.sh scs-6.12-onstack, scs-6.12-percpu, scs-6.1, scs-6.1-onstack   (likewise)
 #   MODULE=$KCAP/module/ukit.ko sh testdata/kernel/capture.sh deb-6.1-mod   # deb-6.1's kernel, the
 #       test module (module/build.sh) loaded first: sysrq-t prints its kthread's trace through it
 #   sh testdata/kernel/capture.sh deb-7.2      # Debian sid linux-binary-unsigned-7.2.13+deb14-cloud-arm64
@@ -43,7 +43,7 @@
 #   testdata/kernel/usercore/ (deb-6.1 only) core.gz, crash, crash.c, gdb-bt.txt
 # CI never runs this (it needs minutes of TCG and a network); the outputs are committed.
 set -eu
-name=${1:?usage: capture.sh deb-6.1|deb-6.12|deb-6.12-nolva|deb-7.2|scs-6.12|scs-6.12-onstack|scs-6.1|scs-6.1-onstack}
+name=${1:?usage: capture.sh deb-6.1|deb-6.12|deb-6.12-nolva|deb-7.2|scs-6.12|scs-6.12-onstack|scs-6.12-percpu|scs-6.1|scs-6.1-onstack}
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 KCAP=${KCAP:-/work/kcap}
@@ -58,7 +58,7 @@ deb-6.12 | deb-6.12-nolva)
 deb-7.2) # sid: the image and the modules are two packages; /usr/lib/modules/KVER/vmlinuz.unsigned
 	pkg=linux-binary-unsigned-7.2.13+deb14-cloud-arm64 kver=7.2.13+deb14-cloud-arm64 family=6.12
 	modpkg=linux-modules-$kver ;;
-scs-6.12 | scs-6.12-onstack) pkg= kver= family=6.12 ;;
+scs-6.12 | scs-6.12-onstack | scs-6.12-percpu) pkg= kver= family=6.12 ;;
 scs-6.1 | scs-6.1-onstack) pkg= kver= family=6.1 ;;
 *) echo "unknown kernel $name" >&2; exit 2 ;;
 esac

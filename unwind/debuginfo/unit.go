@@ -419,6 +419,7 @@ func (f *File) decodeLines(u *unit, cu *dwarf.Entry) error {
 		return nil
 	}
 	compDir, _ := cu.Val(dwarf.AttrCompDir).(string)
+	cuName, _ := cu.Val(dwarf.AttrName).(string)
 	fileIdx := map[*dwarf.LineFile]int32{}
 	var seqs []arange
 	start := -1
@@ -458,7 +459,7 @@ func (f *File) decodeLines(u *unit, cu *dwarf.Entry) error {
 			if !ok {
 				i = int32(len(u.files))
 				fileIdx[le.File] = i
-				u.files = append(u.files, makeSrcFile(le.File.Name, compDir))
+				u.files = append(u.files, makeSrcFile(le.File.Name, compDir, cuName))
 			}
 			fi = i
 		}
@@ -478,7 +479,7 @@ func (f *File) decodeLines(u *unit, cu *dwarf.Entry) error {
 		if !ok {
 			j = int32(len(u.files))
 			fileIdx[lf] = j
-			u.files = append(u.files, makeSrcFile(lf.Name, compDir))
+			u.files = append(u.files, makeSrcFile(lf.Name, compDir, cuName))
 		}
 		calls[i] = j
 	}
@@ -513,8 +514,16 @@ func clamp32(v int) int32 {
 	return int32(v)
 }
 
-func makeSrcFile(name, compDir string) srcFile {
+// makeSrcFile names a line table's file. Go's debug/dwarf joins a DWARF
+// 5 file entry's directory with its name even when the name is absolute
+// (clang's assembler units name their primary file, entry 0, by its
+// absolute path, directory 0 being the compilation directory): the
+// primary file joined so is given back as the unit's DW_AT_name.
+func makeSrcFile(name, compDir, cuName string) srcFile {
 	p := name
+	if path.IsAbs(cuName) && compDir != "" && p == path.Join(compDir, cuName) {
+		p = cuName
+	}
 	if compDir != "" && !path.IsAbs(p) {
 		p = path.Join(compDir, p)
 	}

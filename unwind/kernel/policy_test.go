@@ -30,6 +30,7 @@ func TestOnStackPolicyMatters(t *testing.T) {
 		{"../../testdata/kernel/scs-6.12-onstack", scs.OnStack},
 		{"../../testdata/kernel/scs-6.1", scs.ThreadInfo},
 		{"../../testdata/kernel/scs-6.1-onstack", scs.OnStack},
+		{"../../testdata/kernel/scs-6.12-percpu", scs.PerCPU},
 	} {
 		cp, err := kcapture.OpenCapture(c.dir)
 		if err != nil {
@@ -56,14 +57,28 @@ func TestOnStackPolicyMatters(t *testing.T) {
 				slot, _ = kernel.Read64(k, r.Frames[i-1].FP+16)
 			}
 		}
+		// The per-CPU variable exists only in the kernel built with it
+		// (scs-percpu.patch); where it does, it is the saved x18 and the
+		// other two places hold something else.
+		var pcpu uint64
+		pv := kernel.SymAddr(k, "irq_shadow_call_stack_saved_ptr")
+		if (pv != 0) != (c.policy == scs.PerCPU) {
+			t.Errorf("%s: irq_shadow_call_stack_saved_ptr at %#x in a %s kernel", c.dir, pv, c.policy)
+		}
+		if pv != 0 {
+			pcpu, _ = kernel.Read64(k, pv+k.PerCPU[s.StoppedCPU])
+		}
 		saved := tsp
-		if c.policy == scs.OnStack {
+		switch c.policy {
+		case scs.OnStack:
 			saved = slot
+		case scs.PerCPU:
+			saved = pcpu
 		}
-		if rep.SCSPolicy != c.policy || tsp == slot || saved == 0 {
-			t.Errorf("%s: policy %q, thread_info.scs_sp %#x, on-stack slot %#x", c.dir, rep.SCSPolicy, tsp, slot)
+		if rep.SCSPolicy != c.policy || saved == 0 || tsp == slot || pcpu != 0 && (pcpu == tsp || pcpu == slot) {
+			t.Errorf("%s: policy %q, thread_info.scs_sp %#x, on-stack slot %#x, per-CPU saved %#x", c.dir, rep.SCSPolicy, tsp, slot, pcpu)
 		}
-		t.Logf("%s: policy %s: thread_info.scs_sp %#x, slot above call_on_irq_stack's record %#x", c.dir, rep.SCSPolicy, tsp, slot)
+		t.Logf("%s: policy %s: thread_info.scs_sp %#x, slot above call_on_irq_stack's record %#x, irq_shadow_call_stack_saved_ptr %#x", c.dir, rep.SCSPolicy, tsp, slot, pcpu)
 	}
 }
 
@@ -198,5 +213,60 @@ func TestPerCPUPolicyOnRealKernel(t *testing.T) {
 	}
 	if x, err := k.X18Policy(); err == nil {
 		t.Errorf("code of no policy: %q", x.Policy)
+	}
+}
+
+// TestPerCPUSavedPointerIsResetOnExit checks the per-CPU kernel's entry
+// code as it ran (scs-6.12-percpu, scs-percpu.patch): at every stop, on
+// every CPU, irq_shadow_call_stack_saved_ptr is non-zero exactly when the
+// CPU's x18 is on its IRQ shadow stack (call_on_irq_stack stores it on
+// entry and writes 0 on exit), and when non-zero it points into the
+// shadow stack of the task current on that CPU.
+func TestPerCPUSavedPointerIsResetOnExit(t *testing.T) {
+	cp, err := kcapture.OpenCapture("../../testdata/kernel/scs-6.12-percpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, out := 0, 0
+	for i := range cp.Expected.Stops {
+		s := &cp.Expected.Stops[i]
+		k, err := cp.Kernel(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pv, iv := kernel.SymAddr(k, "irq_shadow_call_stack_saved_ptr"), kernel.SymAddr(k, "irq_shadow_call_stack_ptr")
+		if pv == 0 || iv == 0 {
+			t.Fatalf("%s: irq_shadow_call_stack_saved_ptr %#x, irq_shadow_call_stack_ptr %#x", s.Name, pv, iv)
+		}
+		for cpu := range k.V.CPUs {
+			saved, err1 := kernel.Read64(k, pv+k.PerCPU[cpu])
+			base, err2 := kernel.Read64(k, iv+k.PerCPU[cpu])
+			if err1 != nil || err2 != nil {
+				t.Logf("%s: cpu %d: per-CPU page not in the trimmed dump: %v %v", s.Name, cpu, err1, err2)
+				continue
+			}
+			x18 := k.V.CPUs[cpu].Regs.X[18]
+			onIRQ := x18 >= base && x18 <= base+k.V.Info.PageSize
+			if onIRQ != (saved != 0) {
+				t.Errorf("%s: cpu %d: x18 %#x on the IRQ shadow stack %v (base %#x), saved pointer %#x", s.Name, cpu, x18, onIRQ, base, saved)
+			}
+			if !onIRQ {
+				out++
+				continue
+			}
+			in++
+			task, _, err := k.Current(cpu)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tbase, _, err := kernel.ThreadSCS(k, task)
+			if err != nil || saved < tbase || saved > tbase+k.V.Info.PageSize {
+				t.Errorf("%s: cpu %d: saved pointer %#x outside the task's shadow stack at %#x (%v)", s.Name, cpu, saved, tbase, err)
+			}
+			t.Logf("%s: cpu %d: in an IRQ, saved x18 %#x = task's SCS base %#x + %d entries", s.Name, cpu, saved, tbase, (saved-tbase)/8)
+		}
+	}
+	if in == 0 || out == 0 {
+		t.Errorf("CPUs checked: %d inside an IRQ, %d outside; want both", in, out)
 	}
 }

@@ -63,7 +63,7 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cpuFrames, taskTraces, taskFrames, scsRows, x30Stops := 0, 0, 0, 0, 0
+			cpuFrames, taskTraces, taskFrames, scsRows, x30Stops, printedSCS := 0, 0, 0, 0, 0, 0
 			for i := range cp.Expected.Stops {
 				s := &cp.Expected.Stops[i]
 				k, err := cp.Kernel(s)
@@ -149,11 +149,17 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 					// The x18 policy of call_on_irq_stack, read from its code,
 					// is the one the capture's kernel was built with.
 					want := scs.ThreadInfo
-					if strings.HasSuffix(dir, "-onstack") {
+					switch {
+					case strings.HasSuffix(dir, "-onstack"):
 						want = scs.OnStack
+					case strings.HasSuffix(dir, "-percpu"):
+						want = scs.PerCPU
 					}
 					if rep.SCSPolicy != want {
 						t.Errorf("%s: x18 policy %q, want %q", s.Name, rep.SCSPolicy, want)
+					}
+					if tr := cp.Expected.Traces[s.Trace]; tr.SCS != nil {
+						printedSCS += checkPrintedSCS(t, k, s, &c, tr.SCS)
 					}
 				}
 				if s.Name != "t" {
@@ -199,6 +205,9 @@ func TestRealKernelsMatchPrintedTrace(t *testing.T) {
 			}
 			if strings.HasPrefix(filepath.Base(dir), "scs-") && x30Stops == 0 {
 				t.Error("no stop after an SCS push (x30)")
+			}
+			if strings.HasSuffix(dir, "-percpu") && printedSCS == 0 {
+				t.Error("no stop's trace comes with the kernel's own SCS copy (scs-percpu.patch prints it in show_regs)")
 			}
 			t.Logf("stopped CPUs: %d printed frames matched; blocked tasks: %d traces, %d frames matched exactly; SCS copy: %d frames missing, each explained", cpuFrames, taskTraces, taskFrames, scsRows)
 		})
@@ -345,6 +354,30 @@ func checkSCS(t *testing.T, k *kernel.Kernel, what string, scsF, fpF []unwind.Fr
 		t.Logf("%s: SCS %d frames, FP %d; %s\n%s", what, len(scsF), len(fpF), strings.Join(notes, "; "), cmp)
 	}
 	return n
+}
+
+// checkPrintedSCS checks the SCS copy of the stopped CPU against the copy
+// the kernel printed for the same call right after the stop
+// (scs-percpu.patch: show_regs prints what arch_stack_walk_shadow copies,
+// from x18 and the per-CPU saved pointers, before the Call trace): entry
+// for entry, from the printed copy's first entry outside the printing
+// code (show_shadow_call_stack, show_regs, nmi_cpu_backtrace: they ran
+// after the stop). It returns the number of entries compared.
+func checkPrintedSCS(t *testing.T, k *kernel.Kernel, s *kcapture.Stop, c *kernel.CPUResult, printed []string) int {
+	t.Helper()
+	if c.SCSErr != nil {
+		t.Errorf("%s: SCS copy: %v", s.Name, c.SCSErr)
+		return 0
+	}
+	got := kcapture.Strings(k, c.SCS)
+	p := kcapture.PrintedFrom(printed)
+	if p == 0 || strings.Join(got, " ") != strings.Join(printed[p:], " ") {
+		t.Errorf("%s: cpu %d: SCS copy of %d entries is not the kernel's printed copy of %d from entry %d\ncopy:    %s\nprinted: %s\nnotes: %s",
+			s.Name, s.StoppedCPU, len(got), len(printed)-p, p, strings.Join(got, " "), strings.Join(printed, " "), strings.Join(c.SCSNotes, "; "))
+		return 0
+	}
+	t.Logf("%s: cpu %d: SCS copy = the kernel's printed copy, %d entries from %s (%s)", s.Name, s.StoppedCPU, len(got), printed[p], strings.Join(c.SCSNotes, "; "))
+	return len(got)
 }
 
 // checkTable checks the per-version offset table (used without BTF)

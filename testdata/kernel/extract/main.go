@@ -35,18 +35,21 @@ import (
 
 // Trace is one printed `Call trace:` block.
 type Trace struct {
-	Scenario string   `json:"scenario"`           // @@SCENARIO marker in force: l1..l4 (sysrq-l) or t
-	Stop     string   `json:"stop,omitempty"`     // the stop whose vmcore this trace was printed after
-	Line     int      `json:"line"`               // 1-based line of "Call trace:" in console.log
-	Title    string   `json:"title,omitempty"`    // "CPU0:", "NMI backtrace for cpu 0", "task:..." line
-	CPU      int      `json:"cpu"`                // from "CPU: n" or the title, -1 if not printed
-	PID      int      `json:"pid"`                // from "PID: n" or "pid:n", -1 if not printed
-	Comm     string   `json:"comm,omitempty"`     // task name
-	State    string   `json:"state,omitempty"`    // sched_show_task's state letter
-	PC       string   `json:"pc,omitempty"`       // show_regs "pc : " line (6.12 IPI)
-	LR       string   `json:"lr,omitempty"`       // show_regs "lr : " line
-	SP       string   `json:"sp,omitempty"`       // show_regs "sp : " value
-	Frames   []string `json:"frames"`             // as printed: func+0xoff/0xsize [module] or an address
+	Scenario string   `json:"scenario"`        // @@SCENARIO marker in force: l1..l4 (sysrq-l) or t
+	Stop     string   `json:"stop,omitempty"`  // the stop whose vmcore this trace was printed after
+	Line     int      `json:"line"`            // 1-based line of "Call trace:" in console.log
+	Title    string   `json:"title,omitempty"` // "CPU0:", "NMI backtrace for cpu 0", "task:..." line
+	CPU      int      `json:"cpu"`             // from "CPU: n" or the title, -1 if not printed
+	PID      int      `json:"pid"`             // from "PID: n" or "pid:n", -1 if not printed
+	Comm     string   `json:"comm,omitempty"`  // task name
+	State    string   `json:"state,omitempty"` // sched_show_task's state letter
+	PC       string   `json:"pc,omitempty"`    // show_regs "pc : " line (6.12 IPI)
+	LR       string   `json:"lr,omitempty"`    // show_regs "lr : " line
+	SP       string   `json:"sp,omitempty"`    // show_regs "sp : " value
+	Frames   []string `json:"frames"`          // as printed: func+0xoff/0xsize [module] or an address
+	// SCS is the kernel's own shadow call stack copy printed before the trace (the
+	// scs-percpu.patch kernels' show_regs: "Shadow call stack: N entries, ..."), newest first.
+	SCS      []string `json:"scs,omitempty"`
 	Header   string   `json:"header,omitempty"`   // the "CPU: n PID: p Comm: c ..." line
 	Warnings []string `json:"warnings,omitempty"` // lines between title and trace that are not registers
 
@@ -95,6 +98,7 @@ var (
 	taskRE   = regexp.MustCompile(`^task:(.{1,15}?)\s+state:(\S)\s.*\bpid:\s*(\d+)`)
 	cpuTitle = regexp.MustCompile(`^(?:sysrq: )?CPU(\d+):$|^NMI backtrace for cpu (\d+)$`)
 	regLine  = regexp.MustCompile(`^(pc|lr) : (.*)$|^sp : ([0-9a-f]+)$`)
+	scsHdrRE = regexp.MustCompile(`^Shadow call stack: (\d+) entries`)
 	b64RE    = regexp.MustCompile(`^[A-Za-z0-9+/=]+$`)
 )
 
@@ -244,6 +248,22 @@ func parseTraces(s string, exp *Expected) []Trace {
 				ctx.LR = m[2]
 			default:
 				ctx.SP = m[3]
+			}
+			continue
+		}
+		if m := scsHdrRE.FindStringSubmatch(ln); m != nil {
+			ctx.SCS = []string{}
+			for len(ctx.SCS) < atoi(m[1]) && i+1 < len(lines) {
+				f := frameRE.FindStringSubmatch(tsRE.ReplaceAllString(lines[i+1], ""))
+				if f == nil {
+					break
+				}
+				ctx.SCS = append(ctx.SCS, f[1])
+				i++
+			}
+			if len(ctx.SCS) != atoi(m[1]) {
+				// Kept as far as parsed: the checks compare entry for entry.
+				log.Printf("console line %d: %q, but %d entries follow", i+1, ln, len(ctx.SCS))
 			}
 			continue
 		}
@@ -442,6 +462,8 @@ var fixed = []string{
 	"__per_cpu_end", "__per_cpu_load", "irq_stack_ptr", "irq_shadow_call_stack_ptr",
 	"overflow_stack", "sdei_stack_normal_ptr", "sdei_stack_critical_ptr",
 	"sdei_shadow_call_stack_normal_ptr", "sdei_shadow_call_stack_critical_ptr", "runqueues",
+	"irq_shadow_call_stack_saved_ptr", "sdei_shadow_call_stack_normal_saved_ptr",
+	"sdei_shadow_call_stack_critical_saved_ptr", "__sdei_asm_handler",
 	"cpu_number", "current_task", "__entry_task", "kimage_voffset", "memstart_addr",
 	"vabits_actual", "physvirt_offset", "vmemmap", "__start_BTF", "__stop_BTF", "vmcoreinfo_data",
 	"vmcoreinfo_note", "kallsyms_names", "kallsyms_offsets", "kallsyms_relative_base",
@@ -468,6 +490,9 @@ func keep(syms []sym, exp *Expected) []sym {
 	}
 	for _, t := range exp.Traces {
 		for _, f := range t.Frames {
+			add(f)
+		}
+		for _, f := range t.SCS {
 			add(f)
 		}
 		add(t.PC)

@@ -39,7 +39,8 @@ import (
 var dataSyms = []string{"_stext", "_etext", "__start_BTF", "__stop_BTF", "__per_cpu_offset", "__entry_task",
 	"irq_stack_ptr", "overflow_stack", "sdei_stack_normal_ptr", "sdei_stack_critical_ptr", "init_task",
 	"irq_shadow_call_stack_ptr", "sdei_shadow_call_stack_normal_ptr", "sdei_shadow_call_stack_critical_ptr",
-	"modules"}
+	"modules",
+	"irq_shadow_call_stack_saved_ptr", "sdei_shadow_call_stack_normal_saved_ptr", "sdei_shadow_call_stack_critical_saved_ptr"}
 
 func main() {
 	raw := flag.String("raw", "", "raw capture directory (expected.json is read from -out)")
@@ -70,6 +71,9 @@ func main() {
 	}
 	for _, t := range cp.Expected.Traces {
 		for _, f := range t.Frames {
+			keep[kcapture.FuncOf(f)] = true
+		}
+		for _, f := range t.SCS {
 			keep[kcapture.FuncOf(f)] = true
 		}
 	}
