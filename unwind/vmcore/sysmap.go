@@ -48,7 +48,11 @@ func ParseSystemMap(name string, r io.Reader) ([]KSym, error) {
 		if len(out) == maxKallsyms {
 			return nil, fmt.Errorf("%s: line %d: more than %d symbols: %w", name, ln, maxKallsyms, errs.ErrCorrupt)
 		}
-		out = append(out, KSym{Name: f[2], Addr: a, Type: f[1][0]})
+		ks := KSym{Name: f[2], Addr: a, Type: f[1][0]}
+		if len(f) == 4 {
+			ks.Module = f[3][1 : len(f[3])-1]
+		}
+		out = append(out, ks)
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
