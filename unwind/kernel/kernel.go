@@ -105,7 +105,7 @@ func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
 	}
 	k := &Kernel{V: v, Syms: syms, opts: opts, off: map[string]uint64{}, sym: map[string]uint64{}, mem: v}
 	for _, s := range syms {
-		if _, ok := k.sym[s.Name]; !ok {
+		if _, ok := k.sym[s.Name]; !ok && s.Module == "" {
 			k.sym[s.Name] = s.Addr
 		}
 	}
@@ -135,7 +135,7 @@ func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
 		}
 	}
 	if k.BTF != nil {
-		for _, key := range taskKeys {
+		for _, key := range append(append(taskKeys[:len(taskKeys):len(taskKeys)], liveKeys...), threadKeys...) {
 			if o, err := k.BTF.Offset(key); err == nil {
 				k.off[key] = o
 			}
@@ -447,8 +447,9 @@ func (k *Kernel) CPUWalk(cpu int) (*Walk, error) {
 type Task struct {
 	// Addr is the task_struct's address.
 	Addr uint64
-	// PID is task->pid.
-	PID int
+	// PID is task->pid (the thread id); TGID is task->tgid (the
+	// process id; PID when BTF lacks it).
+	PID, TGID int
 	// Comm is task->comm.
 	Comm string
 	// State is task->__state.
@@ -461,27 +462,30 @@ type Task struct {
 const maxTasks = 1 << 16
 
 // Tasks walks the task list (task_struct.tasks) from init_task (or from
-// start when init_task is not among the symbols).
+// start when init_task is not among the symbols, or, in /proc/kcore, from
+// the reader's own task_struct that its NT_TASKSTRUCT note copies). The
+// list holds the thread-group leaders: [Kernel.Threads] adds the other
+// threads.
 func (k *Kernel) Tasks(start uint64) ([]Task, error) {
 	if a, ok := k.sym["init_task"]; ok {
 		start = a
 	}
+	if start == 0 && k.V.TaskStruct != nil {
+		if o, err := k.offset("task_struct.tasks"); err == nil && o+8 <= uint64(len(k.V.TaskStruct)) {
+			// The reader's tasks.next is the next leader's &tasks: the
+			// list is a ring, so it reaches every leader.
+			if n := binary.LittleEndian.Uint64(k.V.TaskStruct[o:]); n > o {
+				start = n - o
+			}
+		}
+	}
 	if start == 0 {
 		return nil, fmt.Errorf("%s: init_task is not among the symbols and no task given", k.V.Path)
 	}
-	var offs [4]uint64
-	for i, key := range taskKeys {
-		o, err := k.offset(key)
-		if err != nil {
-			return nil, err
-		}
-		offs[i] = o
-	}
-	ctx, err := k.offset("task_struct.thread.cpu_context")
+	tasksOff, err := k.offset("task_struct.tasks")
 	if err != nil {
 		return nil, err
 	}
-	cfp, cpc, csp := k.off["cpu_context.fp"], k.off["cpu_context.pc"], k.off["cpu_context.sp"]
 	var out []Task
 	seen := map[uint64]bool{}
 	for t := start; !seen[t]; {
@@ -489,40 +493,70 @@ func (k *Kernel) Tasks(start uint64) ([]Task, error) {
 			return out, fmt.Errorf("%s: more than %d tasks", k.V.Path, maxTasks)
 		}
 		seen[t] = true
-		task := Task{Addr: t}
-		var b [16]byte
-		if err := k.mem.ReadVirt(b[:4], t+offs[1]); err != nil {
-			return out, fmt.Errorf("task %#x: pid: %w", t, err)
-		}
-		task.PID = int(int32(binary.LittleEndian.Uint32(b[:])))
-		if err := k.mem.ReadVirt(b[:], t+offs[2]); err != nil {
-			return out, fmt.Errorf("task %#x: comm: %w", t, err)
-		}
-		n := 0
-		for n < 16 && b[n] != 0 {
-			n++
-		}
-		task.Comm = string(b[:n])
-		if err := k.mem.ReadVirt(b[:4], t+offs[3]); err != nil {
-			return out, fmt.Errorf("task %#x: __state: %w", t, err)
-		}
-		task.State = uint64(binary.LittleEndian.Uint32(b[:]))
-		for _, f := range []struct {
-			dst *uint64
-			off uint64
-		}{{&task.FP, cfp}, {&task.SP, csp}, {&task.PC, cpc}} {
-			if *f.dst, err = k.read64(t + ctx + f.off); err != nil {
-				return out, fmt.Errorf("task %#x: cpu_context: %w", t, err)
-			}
+		task, err := k.readTask(t)
+		if err != nil {
+			return out, err
 		}
 		out = append(out, task)
-		next, err := k.read64(t + offs[0])
+		next, err := k.read64(t + tasksOff)
 		if err != nil {
 			return out, fmt.Errorf("task %#x: tasks.next: %w", t, err)
 		}
-		t = next - offs[0]
+		t = next - tasksOff
 	}
 	return out, nil
+}
+
+// readTask reads the task_struct at t: pid, tgid, comm, __state and its
+// cpu_context.
+func (k *Kernel) readTask(t uint64) (Task, error) {
+	var offs [4]uint64
+	for i, key := range taskKeys {
+		o, err := k.offset(key)
+		if err != nil {
+			return Task{}, err
+		}
+		offs[i] = o
+	}
+	ctx, err := k.offset("task_struct.thread.cpu_context")
+	if err != nil {
+		return Task{}, err
+	}
+	cfp, cpc, csp := k.off["cpu_context.fp"], k.off["cpu_context.pc"], k.off["cpu_context.sp"]
+	task := Task{Addr: t}
+	var b [16]byte
+	if err := k.mem.ReadVirt(b[:4], t+offs[1]); err != nil {
+		return task, fmt.Errorf("task %#x: pid: %w", t, err)
+	}
+	task.PID = int(int32(binary.LittleEndian.Uint32(b[:])))
+	task.TGID = task.PID
+	if o, ok := k.off["task_struct.tgid"]; ok {
+		if err := k.mem.ReadVirt(b[:4], t+o); err != nil {
+			return task, fmt.Errorf("task %#x: tgid: %w", t, err)
+		}
+		task.TGID = int(int32(binary.LittleEndian.Uint32(b[:])))
+	}
+	if err := k.mem.ReadVirt(b[:], t+offs[2]); err != nil {
+		return task, fmt.Errorf("task %#x: comm: %w", t, err)
+	}
+	n := 0
+	for n < 16 && b[n] != 0 {
+		n++
+	}
+	task.Comm = string(b[:n])
+	if err := k.mem.ReadVirt(b[:4], t+offs[3]); err != nil {
+		return task, fmt.Errorf("task %#x: __state: %w", t, err)
+	}
+	task.State = uint64(binary.LittleEndian.Uint32(b[:]))
+	for _, f := range []struct {
+		dst *uint64
+		off uint64
+	}{{&task.FP, cfp}, {&task.SP, csp}, {&task.PC, cpc}} {
+		if *f.dst, err = k.read64(t + ctx + f.off); err != nil {
+			return task, fmt.Errorf("task %#x: cpu_context: %w", t, err)
+		}
+	}
+	return task, nil
 }
 
 // RunningOn returns the CPU whose current task ([Kernel.Current]) is the
@@ -585,11 +619,34 @@ func (k *Kernel) Sym(pc uint64) (vmcore.KSym, bool) {
 	return s, true
 }
 
-// Format returns pc as the kernel prints it (%pS): function+0xoff/0xsize.
+// Format returns pc as the kernel prints it (%pS): function+0xoff/0xsize,
+// followed by " [module]" for a module's function.
 func (k *Kernel) Format(pc uint64) string {
 	s, ok := k.Sym(pc)
 	if !ok {
 		return fmt.Sprintf("%#x", pc)
 	}
+	return symString(s, pc)
+}
+
+func symString(s vmcore.KSym, pc uint64) string {
+	if s.Module != "" {
+		return fmt.Sprintf("%s+%#x/%#x [%s]", s.Name, pc-s.Addr, s.Size, s.Module)
+	}
 	return fmt.Sprintf("%s+%#x/%#x", s.Name, pc-s.Addr, s.Size)
+}
+
+// FormatBacktrace returns a return address as the kernel prints it with
+// %pB (lib/vsprintf.c, sprint_backtrace): the symbol of pc-1, so that a
+// call at the very end of a function (a noreturn call) names the
+// caller, with the offset of pc.
+func (k *Kernel) FormatBacktrace(pc uint64) string {
+	if pc == 0 {
+		return k.Format(pc)
+	}
+	s, ok := k.Sym(pc - 1)
+	if !ok {
+		return fmt.Sprintf("%#x", pc)
+	}
+	return symString(s, pc)
 }
