@@ -34,6 +34,29 @@
 // __start_BTF/__stop_BTF or, for kernels whose kallsyms lacks data
 // symbols, by its header in the image after _etext), per-CPU data from
 // __per_cpu_offset, and every choice is listed in [Kernel.Notes].
+//
+// # What a live walk promises
+//
+// A live kernel (/proc/kcore, [vmcore.Vmcore.Live]) changes while it is
+// read. A task walk of it ([Kernel.TaskWalkLive]) reads the task's
+// cpu_context, its context-switch counts (nvcsw + nivcsw, incremented
+// each time the task is switched out) and its on_cpu flag, then the
+// stack, then all of them again, and then the frame records the walk
+// used once more. The walk is Consistent only when the task was on no
+// CPU at both reads and the context, the counts and every record used
+// are unchanged: a task that is not on a CPU and is not switched out in
+// between did not run in between (to run it is switched in, which sets
+// on_cpu, and out, which counts), so its own stack did not change and
+// the frames are those of one moment, the moment it last blocked.
+// Otherwise the walk is repeated, at most DefaultLiveAttempts times, and
+// the last attempt is reported with what differed on each. A task on a
+// CPU is never Consistent: its cpu_context is stale (written when it last
+// blocked) and its stack changes under the reader, so its frames, like
+// the kernel's own /proc/PID/stack of a running task, are of no one
+// moment; it is reported OnCPU. Nothing is promised across tasks: each
+// is consistent on its own, at its own moment. Checked against the
+// kernel's /proc/PID/stack inside Debian's 6.1 and 6.12 guests
+// (testdata/kernel/kcore.sh, TestKcoreResults).
 package kernel
 
 import (

@@ -8,27 +8,6 @@ import (
 	"github.com/unwindkit/unwindkit/fp"
 )
 
-// A live kernel (/proc/kcore, [vmcore.Vmcore.Live]) changes while it is
-// read. What a live walk promises
-//
-// A task walk of a live kernel reads the task's cpu_context, its
-// context-switch counts (nvcsw + nivcsw, incremented each time the task
-// is switched out) and its on_cpu flag, then the stack, then all of them
-// again, and then the frame records the walk used once more
-// ([Kernel.TaskWalkLive]). The walk is Consistent only when the task was
-// on no CPU at both reads and the context, the counts and every record
-// used are unchanged: a task that is not on a CPU and is not switched
-// out again in between did not run in between (to run it is switched in,
-// which sets on_cpu, and out, which counts), so its own stack did not
-// change and the frames are those of one moment, the moment it last
-// blocked. Otherwise the walk is repeated, a bounded number of times,
-// and the last attempt is reported with what differed on each attempt.
-// A task on a CPU is never Consistent: its cpu_context is stale (written
-// when it last blocked) and its stack changes under the reader, so its
-// frames, like the kernel's own /proc/PID/stack of a running task, are
-// of no one moment; it is reported as OnCPU. Nothing is promised about
-// two tasks: each is consistent on its own, at its own moment.
-
 // liveKeys are the task_struct members a live walk reads besides those of
 // the task list (nvcsw and nivcsw are required, on_cpu when BTF has it).
 var liveKeys = []string{"task_struct.nvcsw", "task_struct.nivcsw", "task_struct.on_cpu"}
@@ -85,23 +64,18 @@ func (k *Kernel) liveState(task uint64) (LiveState, error) {
 	if err1 != nil || err2 != nil {
 		return s, fmt.Errorf("task %#x: switch counts unknown: task_struct.nvcsw/nivcsw not in the BTF", task)
 	}
-	for _, f := range []struct {
-		dst *uint64
-		off uint64
-	}{{&s.FP, ctx + k.off["cpu_context.fp"]}, {&s.SP, ctx + k.off["cpu_context.sp"]}, {&s.PC, ctx + k.off["cpu_context.pc"]}} {
-		if *f.dst, err = k.read64(task + f.off); err != nil {
-			return s, fmt.Errorf("task %#x: cpu_context: %w", task, err)
-		}
-	}
-	a, err := k.read64(task + nv)
+	// cpu_context's fp, sp and pc are one read, nvcsw and nivcsw another
+	// (neighbours in task_struct): fewer reads of /proc/kcore.
+	cx, err := k.readWords(task, ctx+k.off["cpu_context.fp"], ctx+k.off["cpu_context.sp"], ctx+k.off["cpu_context.pc"])
 	if err != nil {
-		return s, fmt.Errorf("task %#x: nvcsw: %w", task, err)
+		return s, fmt.Errorf("task %#x: cpu_context: %w", task, err)
 	}
-	b, err := k.read64(task + niv)
+	s.FP, s.SP, s.PC = cx[0], cx[1], cx[2]
+	sw, err := k.readWords(task, nv, niv)
 	if err != nil {
-		return s, fmt.Errorf("task %#x: nivcsw: %w", task, err)
+		return s, fmt.Errorf("task %#x: nvcsw/nivcsw: %w", task, err)
 	}
-	s.Switches = a + b
+	s.Switches = sw[0] + sw[1]
 	if o, ok := k.off["task_struct.on_cpu"]; ok {
 		var w [4]byte
 		if err := k.mem.ReadVirt(w[:], task+o); err != nil {
@@ -110,6 +84,37 @@ func (k *Kernel) liveState(task uint64) (LiveState, error) {
 		s.OnCPU = binary.LittleEndian.Uint32(w[:])
 	}
 	return s, nil
+}
+
+// maxWordSpan is the widest span readWords reads at once.
+const maxWordSpan = 256
+
+// readWords reads the 64-bit words at base+offs: in one read when they
+// lie within maxWordSpan bytes, else one by one.
+func (k *Kernel) readWords(base uint64, offs ...uint64) ([]uint64, error) {
+	lo, hi := offs[0], offs[0]
+	for _, o := range offs {
+		lo, hi = min(lo, o), max(hi, o)
+	}
+	out := make([]uint64, len(offs))
+	if hi-lo <= maxWordSpan {
+		b := make([]byte, hi-lo+8)
+		if err := k.mem.ReadVirt(b, base+lo); err != nil {
+			return nil, err
+		}
+		for i, o := range offs {
+			out[i] = binary.LittleEndian.Uint64(b[o-lo:])
+		}
+		return out, nil
+	}
+	for i, o := range offs {
+		v, err := k.read64(base + o)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
 }
 
 // DefaultLiveAttempts is how often TaskWalkLive walks a task at most
@@ -217,17 +222,44 @@ func (k *Kernel) liveAttempt(t Task, r *LiveResult) (string, error) {
 	if s1.FP != s0.FP || s1.SP != s0.SP || s1.PC != s0.PC {
 		why = append(why, fmt.Sprintf("cpu_context changed (fp %#x sp %#x pc %#x, then fp %#x sp %#x pc %#x)", s0.FP, s0.SP, s0.PC, s1.FP, s1.SP, s1.PC))
 	}
-	var b [16]byte
-	for _, rec := range records {
-		if err := k.mem.ReadVirt(b[:], rec[0]); err != nil || !bytes.Equal(b[:], copies[rec[1]]) {
-			why = append(why, fmt.Sprintf("the frame record at %#x changed on reading it again", rec[0]))
-			break
-		}
+	if at, changed := k.recordsChanged(records, copies); changed {
+		why = append(why, fmt.Sprintf("the frame record at %#x changed on reading it again", at))
 	}
 	if len(why) == 0 {
 		return "", nil
 	}
 	return joinWhy(why), nil
+}
+
+// recordsChanged reads the frame records again, the span from the first
+// to the last at once when it is at most a stack, and reports the first
+// that differs from what the walk read.
+func (k *Kernel) recordsChanged(records [][2]uint64, copies [][]byte) (uint64, bool) {
+	if len(records) == 0 {
+		return 0, false
+	}
+	lo, hi := records[0][0], records[0][0]
+	for _, r := range records {
+		lo, hi = min(lo, r[0]), max(hi, r[0])
+	}
+	if hi-lo <= k.ThreadSize {
+		span := make([]byte, hi-lo+16)
+		if err := k.mem.ReadVirt(span, lo); err == nil {
+			for _, r := range records {
+				if !bytes.Equal(span[r[0]-lo:r[0]-lo+16], copies[r[1]]) {
+					return r[0], true
+				}
+			}
+			return 0, false
+		}
+	}
+	var b [16]byte
+	for _, r := range records {
+		if err := k.mem.ReadVirt(b[:], r[0]); err != nil || !bytes.Equal(b[:], copies[r[1]]) {
+			return r[0], true
+		}
+	}
+	return 0, false
 }
 
 func joinWhy(why []string) string {

@@ -191,10 +191,10 @@ func TestLiveWalkQuiet(t *testing.T) {
 // re-read catches it), a task on a CPU, and a task that runs at every
 // attempt (reported after the bounded number of attempts).
 func TestLiveWalkDetects(t *testing.T) {
-	// Reads of one attempt: 5 of liveState (fp, sp, pc, nvcsw, nivcsw,
-	// on_cpu: 6), task->stack 1, the stack 4 chunks, liveState 6, the
-	// records, the final record.
-	const stackRead = 8 // the stack's first chunk is read at read 8
+	// Reads of one attempt: liveState 3 (cpu_context, the switch
+	// counts, on_cpu), task->stack 1, the stack 4 chunks (reads 5-8),
+	// the final record 9, liveState 10-12, the records again 13.
+	const stackRead = 5 // the stack's first chunk is read at read 5
 	ran := func(m *liveMem, n int) {
 		if n == stackRead+2 { // mid-walk: the task ran and blocked elsewhere
 			// (done without the lock: the hook holds it)

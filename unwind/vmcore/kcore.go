@@ -25,20 +25,6 @@ func hasTaskStruct(f *elfcore.File) bool {
 	return false
 }
 
-// What a live read promises
-//
-// /proc/kcore is the running kernel's memory: every read is a new moment
-// (fs/proc/kcore.c copies each range when it is read, with no lock
-// against the code that changes it). This package promises only that
-// each ReadVirt or ReadPhys call returns the bytes the kernel copied
-// during that call, and nothing about two calls: a structure read in two
-// calls may mix two moments. Package unwind/kernel builds consistent
-// task walks on top of it (Kernel.TaskWalkLive: the task's context and
-// switch counts before and after, and the words the walk used read
-// again). KeepReads keeps what the reads returned, each byte as last
-// read, so that WriteTrimmed writes a snapshot of what the walks saw:
-// a task walked consistently has its bytes in it as that walk read them.
-
 // maxKept bounds the bytes KeepReads keeps (64 Ki blocks of 4 KiB).
 const maxKept = 256 << 20
 

@@ -21,7 +21,20 @@
 // image, vmalloc and the module area; p_paddr is -1 outside the linear
 // map) with one empty NT_PRSTATUS, an NT_TASKSTRUCT copy of the reader's
 // task_struct and the VMCOREINFO note: see [Vmcore.Virtual] and
-// [Vmcore.Live], and the file kcore.go for what a live read promises.
+// [Vmcore.Live].
+//
+// # What a live read promises
+//
+// /proc/kcore is the running kernel's memory: every read is a new moment
+// (fs/proc/kcore.c copies each range when it is read, with no lock
+// against the code that changes it). This package promises only that
+// each ReadVirt or ReadPhys call returns the bytes the kernel copied
+// during that call, and nothing about two calls: a structure read in two
+// calls may mix two moments. Package unwind/kernel builds consistent
+// task walks on top of it (Kernel.TaskWalkLive). [Vmcore.KeepReads] keeps
+// what the reads returned, each byte as last read, so that
+// [Vmcore.WriteTrimmed] writes a snapshot of what the walks saw: a task
+// walked consistently has its bytes in it as that walk read them.
 //
 // Every physical page read can be recorded ([Vmcore.RecordReads]), and
 // [Vmcore.WriteTrimmed] writes a still-valid ELF vmcore keeping only given
