@@ -112,7 +112,7 @@ func dumpKernelCore(w, stderr io.Writer, path string, v *vmcore.Vmcore, files []
 		if i < len(rep.Live) {
 			lr := &rep.Live[i]
 			if !lr.Consistent {
-				s.errs = append(s.errs, fmt.Sprintf("live: not read consistently in %d attempt(s): %s", lr.Attempts, strings.Join(lr.Why, "; ")))
+				s.notes = append(s.notes, fmt.Sprintf("live: not read consistently in %d attempt(s): %s", lr.Attempts, strings.Join(lr.Why, "; ")))
 			} else if lr.Attempts > 1 {
 				s.notes = append(s.notes, fmt.Sprintf("live: consistent at attempt %d (%s)", lr.Attempts, strings.Join(lr.Why, "; ")))
 			}
