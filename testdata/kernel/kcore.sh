@@ -4,6 +4,9 @@
 #
 #   sh testdata/kernel/kcore.sh 6.1     # linux-image-6.1.0-57-cloud-arm64
 #   sh testdata/kernel/kcore.sh 6.12    # linux-image-6.12.117+deb12-cloud-arm64-unsigned
+#   UNWINDDUMP=1 OUT=/tmp/x ROUNDS=1 PER=5 sh testdata/kernel/kcore.sh 6.12
+#                                       # also runs `unwinddump -tasks /proc/kcore` in the guest at
+#                                       # the end (unwinddump.txt.gz), outputs into OUT
 #
 # The initramfs holds busybox-static:arm64, the tun module of the kernel package and
 # kcoreguest (testdata/kernel/kcoreguest, built static for arm64). /init loads tun, starts
@@ -34,7 +37,7 @@ case $ver in
 esac
 name=kcore-$ver
 cap=$KCAP/$name
-out=$here/$name
+out=${OUT:-$here/$name}
 mkdir -p "$KCAP/debs" "$cap" "$out"
 
 # --- packages (as capture.sh) ----------------------------------------------------------------
@@ -56,11 +59,13 @@ tun=$(find "$kdir/lib/modules/$kver" -name 'tun.ko*' | head -1)
 
 # --- initramfs -----------------------------------------------------------------------------------
 (cd "$repo" && GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -trimpath -o "$cap/kcoreguest" ./testdata/kernel/kcoreguest)
+[ -z "${UNWINDDUMP:-}" ] || (cd "$repo" && GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -trimpath -o "$cap/unwinddump" ./examples/unwinddump)
 root=$cap/root
 rm -rf "$root"
 mkdir -p "$root/bin" "$root/proc" "$root/sys" "$root/dev" "$root/tmp"
 cp "$bb/bin/busybox" "$root/bin/busybox"
 cp "$cap/kcoreguest" "$root/kcoreguest"
+[ -z "${UNWINDDUMP:-}" ] || cp "$cap/unwinddump" "$root/unwinddump"
 case $tun in
 *.xz) xz -dc "$tun" >"$root/tun.ko" ;;
 ?*) cp "$tun" "$root/tun.ko" ;;
@@ -101,7 +106,7 @@ grep -q '@@END-OF-RUN' "$cap/console.raw" || { tail -30 "$cap/console.raw" >&2; 
 
 # --- extract -------------------------------------------------------------------------------------
 tr -d '\r' <"$cap/console.raw" >"$cap/console.txt"
-for f in results.json.gz snapshot.kcore.gz ksyms.txt.gz; do
+for f in results.json.gz snapshot.kcore.gz ksyms.txt.gz ${UNWINDDUMP:+unwinddump.txt.gz}; do
 	sed -n "/^@@BEGIN $f /,/^@@END $f\$/p" "$cap/console.txt" | sed '1d;$d' | base64 -d >"$out/$f"
 done
 awk '/^@@BEGIN /{print; skip=1; next} /^@@END /{skip=0} !skip' "$cap/console.txt" >"$out/console.log"

@@ -100,6 +100,14 @@ func main() {
 	emit("results.json.gz", js)
 	emit("snapshot.kcore.gz", snap.Bytes())
 	emit("ksyms.txt.gz", usedSyms(k, syms, &res))
+	// The command on the same running kernel, while the workload runs.
+	if _, err := os.Stat("/unwinddump"); err == nil {
+		out, err := exec.Command("/unwinddump", "-tasks", "/proc/kcore").CombinedOutput()
+		tun := strings.Count(string(out), " [tun]")
+		log.Printf("unwinddump -tasks /proc/kcore: %v, %d bytes, %d tasks, %d frames in [tun], %d not read consistently", err, len(out),
+			strings.Count(string(out), "\n== task pid "), tun, strings.Count(string(out), "live: not read consistently"))
+		emit("unwinddump.txt.gz", out)
+	}
 	for _, rd := range res.Rounds {
 		log.Printf("round %d: %d tasks, kcore %.3fs (+list %.3fs), proc %.3fs (+list %.3fs): %v", rd.N, rd.Tasks,
 			float64(rd.KcoreNS)/1e9, float64(rd.ListNS)/1e9, float64(rd.ProcNS)/1e9, float64(rd.ProcDir)/1e9, rd.Counts)
