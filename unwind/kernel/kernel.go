@@ -172,7 +172,9 @@ func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
 	}
 	k.Regs = fp.PtRegsLayout{Size: k.off["sizeof(pt_regs)"], X29: k.off["pt_regs.regs"] + 29*8, PC: k.off["pt_regs.pc"], StackFrame: k.off["pt_regs.stackframe"]}
 	k.note("pt_regs: size %d, stackframe at %d, pc at %d (from %s)", k.Regs.Size, k.Regs.StackFrame, k.Regs.PC, offs["pt_regs.stackframe"].Source)
-	if pc, err := v.PerCPUOffsets(syms, len(v.CPUs)); err == nil {
+	if len(v.CPUs) == 0 && v.Virtual {
+		k.note("per-CPU offsets not read: /proc/kcore holds no CPU's registers, tasks are walked from their cpu_context")
+	} else if pc, err := v.PerCPUOffsets(syms, len(v.CPUs)); err == nil {
 		k.PerCPU = pc
 		k.note("per-CPU offsets from __per_cpu_offset")
 	} else {
