@@ -38,6 +38,9 @@ var layers = []struct {
 	// The reader of testdata/kernel's capture fixtures, for the module's
 	// tests and tools: it opens a capture's dumps with unwind/kernel.
 	{"internal/kcapture", []string{"fault", "internal/...", "unwind", "unwind/kernel", "unwind/vmcore"}},
+	// The live runs' comparison rules (testdata/kernel/kcore-*), shared by
+	// the guest program and the tests: they judge unwind/kernel's walks.
+	{"internal/kcorecheck", []string{"unwind/kernel"}},
 	{"internal/...", []string{"fault", "internal/...", "ptrauth", "percpu"}},
 	{"examples/...", []string{"..."}}, // programs: anything of the module
 }

@@ -49,6 +49,14 @@ func dumpELFCore(w, stderr io.Writer, path string, files []string, o *options) e
 	}
 	defer src.close()
 	v, vmErr := vmcore.Load(path, src, src.size)
+	if vmErr == nil && v.Virtual {
+		// /proc/kcore's format: opened again by vmcore.Open, which
+		// tells the running kernel's memory (procfs) from a snapshot.
+		if lv, err := vmcore.Open(path); err == nil {
+			defer lv.Close()
+			v = lv
+		}
+	}
 	if vmErr == nil && v.HasInfo {
 		return dumpKernelCore(w, stderr, path, v, files, o)
 	}

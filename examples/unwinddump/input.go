@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -39,7 +40,8 @@ type input struct {
 // into a temporary file, removed by close, stopping at inflateBudget +
 // ratio × its compressed size: the bound is checked while inflating, so a
 // gzip bomb costs no more than that in time and disk and a fixed buffer in
-// memory. Other files are read in place.
+// memory. A regular file of size 0 (procfs: /proc/kallsyms) is read
+// whole into memory, at most 64 MiB. Other files are read in place.
 func openInput(path string, ratio int64) (*input, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -53,6 +55,19 @@ func openInput(path string, ratio int64) (*input, error) {
 	if !st.Mode().IsRegular() {
 		f.Close()
 		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	if st.Size() == 0 {
+		// procfs (/proc/kallsyms) gives regular files of size 0 with
+		// content: read it whole, bounded.
+		defer f.Close()
+		b, err := io.ReadAll(io.LimitReader(f, inflateBudget+1))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(b) > inflateBudget {
+			return nil, fmt.Errorf("%s: a file without a size holds more than %d bytes", path, inflateBudget)
+		}
+		return &input{ReaderAt: bytes.NewReader(b), size: int64(len(b)), close: func() error { return nil }}, nil
 	}
 	// gzip by its content (the magic 1f 8b), whatever the name.
 	var magic [2]byte

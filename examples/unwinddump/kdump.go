@@ -115,8 +115,16 @@ func dumpKernelCore(w, stderr io.Writer, path string, v *vmcore.Vmcore, files []
 	for i := range rep.Tasks {
 		t := &rep.Tasks[i]
 		s := kstack{kind: "task", cpu: -1, task: &t.Task, res: t.Result, scs: t.SCS, scsErr: t.SCSErr}
-		if t.Running {
+		if t.Running && !v.Virtual {
 			s.cpu = k.RunningOn(t.Task.Addr)
+		}
+		if i < len(rep.Live) {
+			lr := &rep.Live[i]
+			if !lr.Consistent {
+				s.notes = append(s.notes, fmt.Sprintf("live: not read consistently in %d attempt(s): %s", lr.Attempts, strings.Join(lr.Why, "; ")))
+			} else if lr.Attempts > 1 {
+				s.notes = append(s.notes, fmt.Sprintf("live: consistent at attempt %d (%s)", lr.Attempts, strings.Join(lr.Why, "; ")))
+			}
 		}
 		all = append(all, s)
 	}

@@ -32,10 +32,19 @@ type symSource struct {
 func kernelSymbols(v *vmcore.Vmcore, files []string, stderr io.Writer, l *lines) ([]vmcore.KSym, []*symSource, []string, error) {
 	var srcs []*symSource
 	var notes []string
-	if ks, err := v.Kallsyms(); err == nil && len(ks) > 0 {
-		srcs = append(srcs, &symSource{name: v.Path, what: "kallsyms tables in the dump", syms: ks})
-	} else if err != nil {
-		notes = append(notes, fmt.Sprintf("kallsyms in the dump: %v", err))
+	if v.Live && len(files) == 0 {
+		// The running kernel's own symbols, modules included.
+		files = []string{"/proc/kallsyms"}
+		notes = append(notes, "live kernel: symbols from /proc/kallsyms")
+	}
+	// A live kernel's /proc/kallsyms comes first: the dump's tables
+	// lack the modules.
+	if !v.Live {
+		if ks, err := v.Kallsyms(); err == nil && len(ks) > 0 {
+			srcs = append(srcs, &symSource{name: v.Path, what: "kallsyms tables in the dump", syms: ks})
+		} else if err != nil {
+			notes = append(notes, fmt.Sprintf("kallsyms in the dump: %v", err))
+		}
 	}
 	for _, f := range files {
 		k, err := sniff(f)

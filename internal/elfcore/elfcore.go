@@ -93,6 +93,9 @@ type File struct {
 	// at Parse (virtual or physical).
 	Loads []Prog
 	phys  bool
+	// shared: PT_LOADs may overlap where they map the same file bytes
+	// (ParseShared); Loads holds them merged.
+	shared bool
 }
 
 func (f *File) errf(part string, off int64, format string, args ...any) error {
@@ -109,7 +112,24 @@ func (f *File) Errf(part string, off int64, format string, args ...any) error {
 // vmcores) or virtual (p_vaddr, user cores). Overlapping PT_LOADs in that
 // space are an error.
 func Parse(name string, r io.ReaderAt, size int64, phys bool) (*File, error) {
-	f := &File{Name: name, R: r, Size: size, phys: phys}
+	return parse(name, r, size, phys, false)
+}
+
+// ParseShared is Parse by virtual address for /proc/kcore, whose
+// PT_LOADs overlap (on arm64 the kernel image, KCORE_TEXT, lies inside
+// the vmalloc range, KCORE_VMALLOC) but give every address one file
+// offset (p_offset - p_vaddr is the same for all: fs/proc/kcore.c's
+// kc_vaddr_to_offset). Overlapping PT_LOADs must agree on that
+// difference and hold all their bytes (p_filesz = p_memsz); Loads holds
+// them merged into one segment each. The bytes the segments claim are
+// bounded by the file's size as in Parse, counted once where they
+// overlap.
+func ParseShared(name string, r io.ReaderAt, size int64) (*File, error) {
+	return parse(name, r, size, false, true)
+}
+
+func parse(name string, r io.ReaderAt, size int64, phys, shared bool) (*File, error) {
+	f := &File{Name: name, R: r, Size: size, phys: phys, shared: shared}
 	var h [ehdrSize]byte
 	if size < ehdrSize {
 		return nil, f.errf("header", 0, "file of %d bytes is shorter than the ELF header", size)
@@ -169,7 +189,9 @@ func Parse(name string, r io.ReaderAt, size int64, phys bool) (*File, error) {
 		}
 		// Segments of a real core never share file bytes: together
 		// they hold at most the file. This bounds what readers copy.
-		dataBytes += p.FileSz
+		if !shared || p.Type != PTLoad {
+			dataBytes += p.FileSz
+		}
 		if dataBytes > uint64(size) {
 			return nil, f.errf(part, at, "segments claim %#x bytes, more than the file's %#x", dataBytes, size)
 		}
@@ -202,6 +224,11 @@ func Parse(name string, r io.ReaderAt, size int64, phys bool) (*File, error) {
 		}
 	}
 	sort.SliceStable(f.Loads, func(i, j int) bool { return f.addr(f.Loads[i]) < f.addr(f.Loads[j]) })
+	if shared {
+		if err := f.mergeShared(phoff, dataBytes); err != nil {
+			return nil, err
+		}
+	}
 	for i := 1; i < len(f.Loads); i++ {
 		a, b := f.Loads[i-1], f.Loads[i]
 		if f.addr(a)+a.MemSz > f.addr(b) {
@@ -210,6 +237,40 @@ func Parse(name string, r io.ReaderAt, size int64, phys bool) (*File, error) {
 		}
 	}
 	return f, nil
+}
+
+// mergeShared merges the overlapping PT_LOADs of a ParseShared file,
+// which must map their addresses to the same file offsets, and bounds
+// the bytes of the merged segments by the file (other bytes counted
+// before: notes).
+func (f *File) mergeShared(phoff, other uint64) error {
+	var out []Prog
+	for _, p := range f.Loads {
+		n := len(out)
+		if n == 0 || out[n-1].VAddr+out[n-1].MemSz <= p.VAddr {
+			out = append(out, p)
+			continue
+		}
+		q := &out[n-1]
+		at := int64(phoff) + int64(p.Index*phdrSize)
+		if p.FileSz != p.MemSz || q.FileSz != q.MemSz || p.Off-q.Off != p.VAddr-q.VAddr || p.Off < q.Off {
+			return f.errf(fmt.Sprintf("segment %d", p.Index), at, "[%#x, +%#x) at offset %#x overlaps segment %d [%#x, +%#x) at offset %#x, mapping other file bytes",
+				p.VAddr, p.MemSz, p.Off, q.Index, q.VAddr, q.MemSz, q.Off)
+		}
+		if e := p.VAddr + p.MemSz; e > q.VAddr+q.MemSz {
+			q.MemSz = e - q.VAddr
+			q.FileSz = q.MemSz
+		}
+	}
+	total := other
+	for _, p := range out {
+		total += p.FileSz
+		if total > uint64(f.Size) || total < p.FileSz {
+			return f.errf(fmt.Sprintf("segment %d", p.Index), int64(phoff)+int64(p.Index*phdrSize), "segments claim %#x bytes, more than the file's %#x", total, f.Size)
+		}
+	}
+	f.Loads = out
+	return nil
 }
 
 // Phys reports whether the PT_LOADs are addressed physically.

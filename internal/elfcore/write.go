@@ -47,7 +47,18 @@ func WriteTrimmed(w io.Writer, f *File, keep []Range) error {
 	}
 	var out []piece
 	var notes [][]byte
-	for _, p := range f.Progs {
+	progs := f.Progs
+	if f.shared {
+		// The merged segments: the originals overlap.
+		progs = nil
+		for _, p := range f.Progs {
+			if p.Type != PTLoad {
+				progs = append(progs, p)
+			}
+		}
+		progs = append(progs, f.Loads...)
+	}
+	for _, p := range progs {
 		switch p.Type {
 		case PTNote:
 			b := make([]byte, p.FileSz)

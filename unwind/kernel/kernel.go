@@ -43,6 +43,29 @@
 // Frames in a loaded module are named from the module list and each
 // module's own symbol table in the dump ([Kernel.Modules]), printed as
 // the kernel prints them, "func+0xoff/0xsize [mod]".
+//
+// # What a live walk promises
+//
+// A live kernel (/proc/kcore, [vmcore.Vmcore.Live]) changes while it is
+// read. A task walk of it ([Kernel.TaskWalkLive]) reads the task's
+// cpu_context, its context-switch counts (nvcsw + nivcsw, incremented
+// each time the task is switched out) and its on_cpu flag, then the
+// stack, then all of them again, and then the frame records the walk
+// used once more. The walk is Consistent only when the task was on no
+// CPU at both reads and the context, the counts and every record used
+// are unchanged: a task that is not on a CPU and is not switched out in
+// between did not run in between (to run it is switched in, which sets
+// on_cpu, and out, which counts), so its own stack did not change and
+// the frames are those of one moment, the moment it last blocked.
+// Otherwise the walk is repeated, at most DefaultLiveAttempts times, and
+// the last attempt is reported with what differed on each. A task on a
+// CPU is never Consistent: its cpu_context is stale (written when it last
+// blocked) and its stack changes under the reader, so its frames, like
+// the kernel's own /proc/PID/stack of a running task, are of no one
+// moment; it is reported OnCPU. Nothing is promised across tasks: each
+// is consistent on its own, at its own moment. Checked against the
+// kernel's /proc/PID/stack inside Debian's 6.1 and 6.12 guests
+// (testdata/kernel/kcore.sh, TestKcoreResults).
 package kernel
 
 import (
@@ -127,7 +150,7 @@ func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
 	}
 	k := &Kernel{V: v, Syms: syms, opts: opts, off: map[string]uint64{}, sym: make(map[string]uint64, len(syms)), mem: v}
 	for _, s := range syms {
-		if _, ok := k.sym[s.Name]; !ok {
+		if _, ok := k.sym[s.Name]; !ok && s.Module == "" {
 			k.sym[s.Name] = s.Addr
 		}
 	}
@@ -164,7 +187,7 @@ func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
 		}
 	}
 	if k.Types != nil {
-		for _, key := range taskKeys {
+		for _, key := range append(append(taskKeys[:len(taskKeys):len(taskKeys)], liveKeys...), threadKeys...) {
 			if o, err := k.Types.Offset(key); err == nil {
 				k.off[key] = o
 			}
@@ -181,7 +204,9 @@ func New(v *vmcore.Vmcore, syms []vmcore.KSym, opts Options) (*Kernel, error) {
 	}
 	k.Regs = fp.PtRegsLayout{Size: k.off["sizeof(pt_regs)"], X29: k.off["pt_regs.regs"] + 29*8, PC: k.off["pt_regs.pc"], StackFrame: k.off["pt_regs.stackframe"]}
 	k.note("pt_regs: size %d, stackframe at %d, pc at %d (from %s)", k.Regs.Size, k.Regs.StackFrame, k.Regs.PC, offs["pt_regs.stackframe"].Source)
-	if pc, err := v.PerCPUOffsets(syms, len(v.CPUs)); err == nil {
+	if len(v.CPUs) == 0 && v.Virtual {
+		k.note("per-CPU offsets not read: /proc/kcore holds no CPU's registers, tasks are walked from their cpu_context")
+	} else if pc, err := v.PerCPUOffsets(syms, len(v.CPUs)); err == nil {
 		k.PerCPU = pc
 		k.note("per-CPU offsets from __per_cpu_offset")
 	} else {
@@ -518,8 +543,9 @@ func (k *Kernel) CPUWalk(cpu int) (*Walk, error) {
 type Task struct {
 	// Addr is the task_struct's address.
 	Addr uint64
-	// PID is task->pid.
-	PID int
+	// PID is task->pid (the thread id); TGID is task->tgid (the
+	// process id; PID when BTF lacks it).
+	PID, TGID int
 	// Comm is task->comm.
 	Comm string
 	// State is task->__state.
@@ -532,27 +558,30 @@ type Task struct {
 const maxTasks = 1 << 16
 
 // Tasks walks the task list (task_struct.tasks) from init_task (or from
-// start when init_task is not among the symbols).
+// start when init_task is not among the symbols, or, in /proc/kcore, from
+// the reader's own task_struct that its NT_TASKSTRUCT note copies). The
+// list holds the thread-group leaders: [Kernel.Threads] adds the other
+// threads.
 func (k *Kernel) Tasks(start uint64) ([]Task, error) {
 	if a, ok := k.sym["init_task"]; ok {
 		start = a
 	}
+	if start == 0 && k.V.TaskStruct != nil {
+		if o, err := k.offset("task_struct.tasks"); err == nil && o+8 <= uint64(len(k.V.TaskStruct)) {
+			// The reader's tasks.next is the next leader's &tasks: the
+			// list is a ring, so it reaches every leader.
+			if n := binary.LittleEndian.Uint64(k.V.TaskStruct[o:]); n > o {
+				start = n - o
+			}
+		}
+	}
 	if start == 0 {
 		return nil, fmt.Errorf("%s: init_task is not among the symbols and no task given", k.V.Path)
 	}
-	var offs [4]uint64
-	for i, key := range taskKeys {
-		o, err := k.offset(key)
-		if err != nil {
-			return nil, err
-		}
-		offs[i] = o
-	}
-	ctx, err := k.offset("task_struct.thread.cpu_context")
+	tasksOff, err := k.offset("task_struct.tasks")
 	if err != nil {
 		return nil, err
 	}
-	cfp, cpc, csp := k.off["cpu_context.fp"], k.off["cpu_context.pc"], k.off["cpu_context.sp"]
 	var out []Task
 	seen := map[uint64]bool{}
 	for t := start; !seen[t]; {
@@ -560,40 +589,70 @@ func (k *Kernel) Tasks(start uint64) ([]Task, error) {
 			return out, fmt.Errorf("%s: more than %d tasks", k.V.Path, maxTasks)
 		}
 		seen[t] = true
-		task := Task{Addr: t}
-		var b [16]byte
-		if err := k.mem.ReadVirt(b[:4], t+offs[1]); err != nil {
-			return out, fmt.Errorf("task %#x: pid: %w", t, err)
-		}
-		task.PID = int(int32(binary.LittleEndian.Uint32(b[:])))
-		if err := k.mem.ReadVirt(b[:], t+offs[2]); err != nil {
-			return out, fmt.Errorf("task %#x: comm: %w", t, err)
-		}
-		n := 0
-		for n < 16 && b[n] != 0 {
-			n++
-		}
-		task.Comm = string(b[:n])
-		if err := k.mem.ReadVirt(b[:4], t+offs[3]); err != nil {
-			return out, fmt.Errorf("task %#x: __state: %w", t, err)
-		}
-		task.State = uint64(binary.LittleEndian.Uint32(b[:]))
-		for _, f := range []struct {
-			dst *uint64
-			off uint64
-		}{{&task.FP, cfp}, {&task.SP, csp}, {&task.PC, cpc}} {
-			if *f.dst, err = k.read64(t + ctx + f.off); err != nil {
-				return out, fmt.Errorf("task %#x: cpu_context: %w", t, err)
-			}
+		task, err := k.readTask(t)
+		if err != nil {
+			return out, err
 		}
 		out = append(out, task)
-		next, err := k.read64(t + offs[0])
+		next, err := k.read64(t + tasksOff)
 		if err != nil {
 			return out, fmt.Errorf("task %#x: tasks.next: %w", t, err)
 		}
-		t = next - offs[0]
+		t = next - tasksOff
 	}
 	return out, nil
+}
+
+// readTask reads the task_struct at t: pid, tgid, comm, __state and its
+// cpu_context.
+func (k *Kernel) readTask(t uint64) (Task, error) {
+	var offs [4]uint64
+	for i, key := range taskKeys {
+		o, err := k.offset(key)
+		if err != nil {
+			return Task{}, err
+		}
+		offs[i] = o
+	}
+	ctx, err := k.offset("task_struct.thread.cpu_context")
+	if err != nil {
+		return Task{}, err
+	}
+	cfp, cpc, csp := k.off["cpu_context.fp"], k.off["cpu_context.pc"], k.off["cpu_context.sp"]
+	task := Task{Addr: t}
+	var b [16]byte
+	if err := k.mem.ReadVirt(b[:4], t+offs[1]); err != nil {
+		return task, fmt.Errorf("task %#x: pid: %w", t, err)
+	}
+	task.PID = int(int32(binary.LittleEndian.Uint32(b[:])))
+	task.TGID = task.PID
+	if o, ok := k.off["task_struct.tgid"]; ok {
+		if err := k.mem.ReadVirt(b[:4], t+o); err != nil {
+			return task, fmt.Errorf("task %#x: tgid: %w", t, err)
+		}
+		task.TGID = int(int32(binary.LittleEndian.Uint32(b[:])))
+	}
+	if err := k.mem.ReadVirt(b[:], t+offs[2]); err != nil {
+		return task, fmt.Errorf("task %#x: comm: %w", t, err)
+	}
+	n := 0
+	for n < 16 && b[n] != 0 {
+		n++
+	}
+	task.Comm = string(b[:n])
+	if err := k.mem.ReadVirt(b[:4], t+offs[3]); err != nil {
+		return task, fmt.Errorf("task %#x: __state: %w", t, err)
+	}
+	task.State = uint64(binary.LittleEndian.Uint32(b[:]))
+	for _, f := range []struct {
+		dst *uint64
+		off uint64
+	}{{&task.FP, cfp}, {&task.SP, csp}, {&task.PC, cpc}} {
+		if *f.dst, err = k.read64(t + ctx + f.off); err != nil {
+			return task, fmt.Errorf("task %#x: cpu_context: %w", t, err)
+		}
+	}
+	return task, nil
 }
 
 // RunningOn returns the CPU whose current task ([Kernel.Current]) is the
@@ -668,14 +727,33 @@ func (k *Kernel) Sym(pc uint64) (vmcore.KSym, bool) {
 }
 
 // Format returns pc as the kernel prints it (%pS): function+0xoff/0xsize,
-// followed by " [module]" in a module.
+// followed by " [module]" for a module's function.
 func (k *Kernel) Format(pc uint64) string {
 	s, ok := k.Sym(pc)
 	if !ok {
 		return fmt.Sprintf("%#x", pc)
 	}
+	return symString(s, pc)
+}
+
+func symString(s vmcore.KSym, pc uint64) string {
 	if s.Module != "" {
 		return fmt.Sprintf("%s+%#x/%#x [%s]", s.Name, pc-s.Addr, s.Size, s.Module)
 	}
 	return fmt.Sprintf("%s+%#x/%#x", s.Name, pc-s.Addr, s.Size)
+}
+
+// FormatBacktrace returns a return address as the kernel prints it with
+// %pB (lib/vsprintf.c, sprint_backtrace): the symbol of pc-1, so that a
+// call at the very end of a function (a noreturn call) names the
+// caller, with the offset of pc.
+func (k *Kernel) FormatBacktrace(pc uint64) string {
+	if pc == 0 {
+		return k.Format(pc)
+	}
+	s, ok := k.Sym(pc - 1)
+	if !ok {
+		return fmt.Sprintf("%#x", pc)
+	}
+	return symString(s, pc)
 }

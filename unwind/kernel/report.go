@@ -60,8 +60,13 @@ type TaskResult struct {
 type Report struct {
 	// CPUs holds one walk per CPU of the dump.
 	CPUs []CPUResult
-	// Tasks holds one walk per task of the task list.
+	// Tasks holds one walk per task of the task list; of a live kernel
+	// or a snapshot of one ([vmcore.Vmcore.Virtual]) one per thread ([Kernel.Threads]), each the
+	// last attempt of [Kernel.TaskWalkLive].
 	Tasks []TaskResult
+	// Live holds, for a live kernel, the TaskWalkLive result of each of
+	// Tasks (same order): whether it was read consistently, and why not.
+	Live []LiveResult
 	// TasksErr is the error of the task-list walk.
 	TasksErr error
 	// SCSPolicy is where call_on_irq_stack keeps the interrupted x18
@@ -93,7 +98,10 @@ func run(w *Walk, err error) Result {
 // Unwind walks every CPU from its registers and, with tasks, every task
 // of the task list from its cpu_context, each with both techniques (the
 // shadow call stack copy fails with ErrNotSupported on kernels without
-// CONFIG_SHADOW_CALL_STACK).
+// CONFIG_SHADOW_CALL_STACK). A live kernel (/proc/kcore, or a snapshot
+// of one: [vmcore.Vmcore.Virtual]) has no CPU registers: every thread is
+// walked from its cpu_context with TaskWalkLive, as /proc/PID/stack
+// walks it.
 func (k *Kernel) Unwind(tasks bool) *Report {
 	r := &Report{}
 	if k.HasSCS() {
@@ -120,6 +128,17 @@ func (k *Kernel) Unwind(tasks bool) *Report {
 			start = t
 			break
 		}
+	}
+	if k.V.Virtual {
+		ts, err := k.Threads(start)
+		r.TasksErr = err
+		for _, t := range ts {
+			lr := k.TaskWalkLive(t, 0)
+			lr.Running = lr.OnCPU
+			r.Tasks = append(r.Tasks, lr.TaskResult)
+			r.Live = append(r.Live, lr)
+		}
+		return r
 	}
 	ts, err := k.Tasks(start)
 	r.TasksErr = err

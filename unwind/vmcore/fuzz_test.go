@@ -24,8 +24,26 @@ func trimmedSynth(t testing.TB, o synthOpts) []byte {
 	return out.Bytes()
 }
 
+// trimmedKcore is trimmedSynth laid out as /proc/kcore.
+func trimmedKcore(t testing.TB) []byte {
+	s := newSynth(synthOpts{pageShift: 12, vaBits: 48})
+	v, err := loadBytes(s.kcoreOf(make([]byte, 64)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.RecordReads(true)
+	v.ReadVirt64(s.stackVA + stackSize - 16)
+	v.Kallsyms()
+	var out bytes.Buffer
+	if err := v.WriteTrimmed(&out, v.PagesToRanges(v.PagesRead())); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
 func FuzzLoad(f *testing.F) {
 	f.Add(trimmedSynth(f, synthOpts{pageShift: 12, vaBits: 48}))
+	f.Add(trimmedKcore(f))
 	f.Add(trimmedSynth(f, synthOpts{pageShift: 12, vaBits: 52, vaActual: 52, lpa2: true, ramBase: 0x000f_0000_4000_0000}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		v, err := loadBytes(b)
@@ -36,6 +54,10 @@ func FuzzLoad(f *testing.F) {
 		for _, c := range v.CPUs {
 			v.ReadVirt64(c.Regs.SP)
 			v.Translate(c.Regs.X[29])
+		}
+		if v.Virtual {
+			v.ReadVirt64(v.PageOffset)
+			v.ReadPhys64(v.Info.PhysOffset)
 		}
 		v.Kallsyms()
 		var out bytes.Buffer

@@ -12,9 +12,11 @@ import (
 
 // KSym is a kernel symbol: Type is kallsyms' type letter ('T', 't', 'D',
 // ...); Size is the distance to the next symbol's address (0 for the
-// last), as the kernel's own kallsyms_lookup_size_offset computes it.
-// Module names the loaded module the symbol is in ("" for the kernel
-// image), as /proc/kallsyms prints it in brackets.
+// last), as the kernel's own kallsyms_lookup_size_offset computes it;
+// Module is the module of a symbol /proc/kallsyms lists with "[MODULE]"
+// ("" for the kernel image), whose Size is the distance to the next
+// symbol of the same module (the kernel also bounds it by the end of the
+// module's text, which /proc/kallsyms does not show).
 type KSym struct {
 	Name   string
 	Addr   uint64
@@ -244,17 +246,39 @@ func ParseKallsyms(r io.Reader) ([]KSym, error) {
 }
 
 // SortSizes sorts syms by address and sets each Size to the distance to
-// the next higher address.
+// the next higher address: of any symbol of the image for the image's
+// symbols, of the same module's for a module's (Module set), as the
+// kernel's module lookup (find_kallsyms_symbol) sees only its module.
 func SortSizes(syms []KSym) {
 	sort.SliceStable(syms, func(i, j int) bool { return syms[i].Addr < syms[j].Addr })
 	var next uint64 // the nearest higher address, 0 for none
+	// Per module: the lowest address seen so far (iterating down) and
+	// the nearest address above it.
+	type bound struct{ low, above uint64 }
+	var mods map[string]*bound
 	for i := len(syms) - 1; i >= 0; i-- {
-		if i+1 < len(syms) && syms[i+1].Addr > syms[i].Addr {
+		a := syms[i].Addr
+		if i+1 < len(syms) && syms[i+1].Addr > a {
 			next = syms[i+1].Addr
 		}
+		n := next
+		if m := syms[i].Module; m != "" {
+			if mods == nil {
+				mods = map[string]*bound{}
+			}
+			b := mods[m]
+			switch {
+			case b == nil:
+				mods[m], n = &bound{low: a}, 0
+			case b.low > a:
+				n, b.above, b.low = b.low, b.low, a
+			default: // an alias at b.low
+				n = b.above
+			}
+		}
 		syms[i].Size = 0
-		if next > syms[i].Addr {
-			syms[i].Size = next - syms[i].Addr
+		if n > a {
+			syms[i].Size = n - a
 		}
 	}
 }

@@ -105,8 +105,13 @@ func (v *Vmcore) PhysToLinear(pa uint64) uint64 { return pa - v.Info.PhysOffset 
 func (v *Vmcore) ImageToPhys(va uint64) uint64 { return va - v.Info.KimageVoffset }
 
 // ReadVirt reads len(b) bytes at kernel virtual address va, translating
-// each page through the page tables.
+// each page through the page tables; a [Vmcore.Virtual] dump is read at
+// va directly (the kernel translates /proc/kcore's reads itself, and
+// gives zeros for what is not mapped).
 func (v *Vmcore) ReadVirt(b []byte, va uint64) error {
+	if v.Virtual {
+		return v.readFile(b, va)
+	}
 	ps := v.pageSize()
 	for len(b) > 0 {
 		pa, err := v.Translate(va)

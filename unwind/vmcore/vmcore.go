@@ -16,6 +16,26 @@
 // /proc/kallsyms text, and reads structure offsets from the kernel's BTF
 // (with a per-version table as fallback), saying where each came from.
 //
+// It also reads /proc/kcore (fs/proc/kcore.c), the running kernel as an
+// ELF core whose PT_LOADs are kernel virtual ranges (the linear map, the
+// image, vmalloc and the module area; p_paddr is -1 outside the linear
+// map) with one empty NT_PRSTATUS, an NT_TASKSTRUCT copy of the reader's
+// task_struct and the VMCOREINFO note: see [Vmcore.Virtual] and
+// [Vmcore.Live].
+//
+// # What a live read promises
+//
+// /proc/kcore is the running kernel's memory: every read is a new moment
+// (fs/proc/kcore.c copies each range when it is read, with no lock
+// against the code that changes it). This package promises only that
+// each ReadVirt or ReadPhys call returns the bytes the kernel copied
+// during that call, and nothing about two calls: a structure read in two
+// calls may mix two moments. Package unwind/kernel builds consistent
+// task walks on top of it (Kernel.TaskWalkLive). [Vmcore.KeepReads] keeps
+// what the reads returned, each byte as last read, so that
+// [Vmcore.WriteTrimmed] writes a snapshot of what the walks saw: a task
+// walked consistently has its bytes in it as that walk read them.
+//
 // Every physical page read can be recorded ([Vmcore.RecordReads]), and
 // [Vmcore.WriteTrimmed] writes a still-valid ELF vmcore keeping only given
 // physical ranges plus every note: what a capture needs to ship only the
@@ -122,9 +142,23 @@ type Vmcore struct {
 	// Layout is the PAC layout of kernel (upper half) and user (lower
 	// half) instruction pointers, from KERNELPACMASK and the VA sizes.
 	Layout ptrauth.Layout
+	// Virtual is set for a dump in /proc/kcore's format: its PT_LOADs
+	// are kernel virtual ranges, read directly (ReadVirt) without the
+	// page tables, and physical reads go through the linear map. Its
+	// CPUs are empty: /proc/kcore's NT_PRSTATUS holds no registers.
+	Virtual bool
+	// Live is set when the file is the running kernel's memory
+	// (/proc/kcore itself, opened with Open on procfs): every read may
+	// see a different moment, see [Vmcore.KeepReads].
+	Live bool
+	// TaskStruct is the NT_TASKSTRUCT note of /proc/kcore: a copy of the
+	// reading task's task_struct at the moment the headers were read
+	// (nil for other dumps).
+	TaskStruct []byte
 
 	f       *elfcore.File
 	infoOff int64 // file offset of VMCOREINFO's text
+	kept    *keepingReader
 	closer  io.Closer
 	tr      translator
 
@@ -152,6 +186,7 @@ func Open(path string) (*Vmcore, error) {
 		return nil, err
 	}
 	v.closer = fh
+	v.Live = v.Virtual && onProcfs(fh)
 	return v, nil
 }
 
@@ -173,16 +208,39 @@ const (
 
 // Load reads the vmcore r of size bytes (name is used in errors). r must
 // stay readable while the Vmcore is used.
+//
+// A file in /proc/kcore's format (an NT_TASKSTRUCT note, PT_LOADs at
+// kernel virtual addresses) is read as such ([Vmcore.Virtual]).
 func Load(name string, r io.ReaderAt, size int64) (*Vmcore, error) {
 	f, err := elfcore.Parse(name, r, size, true)
+	virtual := false
+	if err != nil || hasTaskStruct(f) {
+		// /proc/kcore: p_paddr is -1 for every range outside the linear
+		// map (so they overlap physically); read it by p_vaddr.
+		if fv, verr := elfcore.ParseShared(name, r, size); verr == nil && hasTaskStruct(fv) {
+			f, err, virtual = fv, nil, true
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	v := &Vmcore{Path: name, f: f}
+	v := &Vmcore{Path: name, f: f, Virtual: virtual}
 	le := binary.LittleEndian
 	for i := range f.Notes {
 		n := &f.Notes[i]
 		switch {
+		case n.Name == "CORE" && n.Type == ntTaskStruct && virtual:
+			if v.TaskStruct == nil {
+				v.TaskStruct = n.Desc
+			}
+		case n.Name == "CORE" && n.Type == 1 && virtual:
+			// /proc/kcore's one NT_PRSTATUS is zeroed: no CPU's
+			// registers (checked: a non-zero one is refused).
+			for _, c := range n.Desc {
+				if c != 0 {
+					return nil, f.Errf(n.Part(), n.DescOff, "NT_PRSTATUS of a /proc/kcore-format file is not zero: registers in a live dump are not supported")
+				}
+			}
 		case n.Name == "CORE" && n.Type == 1:
 			if len(n.Desc) != prstatusSize {
 				return nil, f.Errf(n.Part(), n.DescOff, "NT_PRSTATUS of %d bytes, want %d (arm64 elf_prstatus)", len(n.Desc), prstatusSize)
@@ -208,8 +266,11 @@ func Load(name string, r io.ReaderAt, size int64) (*Vmcore, error) {
 			v.HasInfo = true
 		}
 	}
-	if len(v.CPUs) == 0 {
+	if len(v.CPUs) == 0 && !virtual {
 		return nil, f.Errf("notes", 0, "no NT_PRSTATUS note: no CPU registers")
+	}
+	if virtual && !v.HasInfo {
+		return nil, f.Errf("notes", 0, "no VMCOREINFO note in a /proc/kcore-format file: kernel version and layout unknown")
 	}
 	if v.HasInfo {
 		if err := v.setup(); err != nil {
@@ -360,7 +421,8 @@ func (v *Vmcore) RecordReads(on bool) {
 }
 
 // PagesRead returns the physical addresses of the pages read (of the dump's
-// page size) since RecordReads(true), sorted.
+// page size) since RecordReads(true), sorted; in a [Vmcore.Virtual] dump
+// the virtual ones.
 func (v *Vmcore) PagesRead() []uint64 {
 	v.recMu.Lock()
 	defer v.recMu.Unlock()
@@ -373,10 +435,24 @@ func (v *Vmcore) PagesRead() []uint64 {
 }
 
 // ReadPhys reads len(b) bytes of physical memory at pa. Memory the dump
-// does not hold is an error.
+// does not hold is an error. A [Vmcore.Virtual] dump is read at pa's
+// linear-map address.
 func (v *Vmcore) ReadPhys(b []byte, pa uint64) error {
+	if v.Virtual {
+		if !v.HasInfo || pa < v.Info.PhysOffset || pa-v.Info.PhysOffset >= 1<<(v.Info.VABits-1) {
+			return fmt.Errorf("%s: pa %#x: outside the linear map of a /proc/kcore-format file", v.Path, pa)
+		}
+		return v.readFile(b, v.PhysToLinear(pa))
+	}
 	v.recordRange(pa, uint64(len(b)))
 	return v.f.ReadAt(b, pa)
+}
+
+// readFile reads b at addr of the file's own address space (virtual in a
+// Virtual dump), recording the pages.
+func (v *Vmcore) readFile(b []byte, addr uint64) error {
+	v.recordRange(addr, uint64(len(b)))
+	return v.f.ReadAt(b, addr)
 }
 
 // ReadPhys64 reads the little-endian word at pa.
@@ -388,7 +464,8 @@ func (v *Vmcore) ReadPhys64(pa uint64) (uint64, error) {
 	return binary.LittleEndian.Uint64(b[:]), nil
 }
 
-// PhysRange is the physical range [Start, End).
+// PhysRange is the physical range [Start, End) (virtual in a
+// [Vmcore.Virtual] dump).
 type PhysRange struct {
 	Start uint64 // first byte
 	End   uint64 // one past the last byte
@@ -398,12 +475,20 @@ type PhysRange struct {
 // the bytes of its memory inside keep; the rest of each PT_LOAD stays as a
 // segment without bytes in the file. The result loads with this package
 // and keeps every physical address where it was.
+//
+// While [Vmcore.KeepReads] is on, the bytes written are the kept copy.
 func (v *Vmcore) WriteTrimmed(w io.Writer, keep []PhysRange) error {
 	rs := make([]elfcore.Range, len(keep))
 	for i, k := range keep {
 		rs[i] = elfcore.Range{Start: k.Start, End: k.End}
 	}
-	return elfcore.WriteTrimmed(w, v.f, rs)
+	f := v.f
+	if v.kept != nil {
+		c := *v.f
+		c.R = keptAt{v.kept}
+		f = &c
+	}
+	return elfcore.WriteTrimmed(w, f, rs)
 }
 
 // PagesToRanges turns page addresses (as PagesRead returns them) into

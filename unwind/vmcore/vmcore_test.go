@@ -119,13 +119,19 @@ func TestSynthVmcores(t *testing.T) {
 }
 
 func TestParseKallsyms(t *testing.T) {
-	in := "ffff800008000000 T _text\nffff800008010000 t el1h_64_irq\nffff800008010000 T alias\nffff800008010100 T show_regs [mod]\n"
+	in := "ffff800008000000 T _text\nffff800008010000 t el1h_64_irq\nffff800008010000 T alias\nffff800008010100 T show_regs [mod]\n" +
+		"ffff800008010200 t mod_b [other]\nffff800008010300 t mod_c [mod]\nffff800008010300 t mod_c_alias [mod]\nffff800008010380 T image_late\n"
 	syms, err := ParseKallsyms(strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A module's symbol is sized by the next of its own module
+	// (show_regs by mod_c, not by mod_b of [other]); the last of a
+	// module has no size.
 	want := []KSym{{"_text", 0xffff800008000000, 'T', 0x10000, ""}, {"el1h_64_irq", 0xffff800008010000, 't', 0x100, ""},
-		{"alias", 0xffff800008010000, 'T', 0x100, ""}, {"show_regs", 0xffff800008010100, 'T', 0, "mod"}}
+		{"alias", 0xffff800008010000, 'T', 0x100, ""}, {"show_regs", 0xffff800008010100, 'T', 0x200, "mod"},
+		{"mod_b", 0xffff800008010200, 't', 0, "other"}, {"mod_c", 0xffff800008010300, 't', 0, "mod"},
+		{"mod_c_alias", 0xffff800008010300, 't', 0, "mod"}, {"image_late", 0xffff800008010380, 'T', 0, ""}}
 	if !slices.Equal(syms, want) {
 		t.Errorf("got %+v", syms)
 	}
