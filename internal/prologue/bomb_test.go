@@ -15,12 +15,11 @@ import (
 	"github.com/unwindkit/unwindkit/internal/symtab/elftest"
 )
 
-// The bombs' generous bounds: a file of a few hundred KiB must be
-// answered within bombTime and bombAlloc bytes allocated.
-const (
-	bombTime  = 2 * time.Second
-	bombAlloc = 400 << 20
-)
+// The bombs' bound: a file of a few hundred KiB must be answered within
+// bombAlloc bytes allocated. Memory is what the machine's load (or an
+// emulator: these tests also run under qemu-aarch64) does not move; the
+// time is logged, and a hang is go test's timeout.
+const bombAlloc = 400 << 20
 
 // measure runs f and returns its wall time and the bytes it allocated.
 func measure(f func()) (time.Duration, uint64) {
@@ -37,8 +36,8 @@ func measure(f func()) (time.Duration, uint64) {
 func checkBounds(t *testing.T, what string, d time.Duration, alloc uint64) {
 	t.Helper()
 	t.Logf("%s: %v, %.1f MiB allocated", what, d.Round(time.Millisecond), float64(alloc)/(1<<20))
-	if d > raceSlowdown*bombTime || alloc > bombAlloc {
-		t.Errorf("%s: %v and %d bytes allocated, want at most %v and %d", what, d, alloc, raceSlowdown*bombTime, bombAlloc)
+	if alloc > bombAlloc {
+		t.Errorf("%s: %v and %d bytes allocated, want at most %d", what, d, alloc, bombAlloc)
 	}
 }
 
