@@ -9,6 +9,7 @@ package kcorecheck
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 )
@@ -65,6 +66,16 @@ type Comparison struct {
 	// Snapshot is set for the round whose reads the shipped snapshot
 	// holds (vmcore.KeepReads).
 	Snapshot bool `json:"snapshot,omitempty"`
+	// SCSChecked is set when the task's shadow call stack copy was held
+	// against its FP walk (CompareSCS): a kernel with shadow call stacks,
+	// the task walked consistently and on no CPU. SCS are the copy's
+	// entries as /proc/PID/stack would print them, SCSErr how it ended
+	// if not at the stack's base, SCSNotes one line per frame only one
+	// of the two has: the function and kernel.Kernel.Compare's rule.
+	SCSChecked bool     `json:"scs_checked,omitempty"`
+	SCS        []string `json:"scs,omitempty"`
+	SCSErr     string   `json:"scs_err,omitempty"`
+	SCSNotes   []string `json:"scs_notes,omitempty"`
 }
 
 // Round is one round's counts and times (nanoseconds, the guest's clock).
@@ -77,6 +88,8 @@ type Round struct {
 	ProcDir  int64          `json:"proc_list_ns"`  // listing /proc/PID/task of the same tasks
 	ProcNS   int64          `json:"proc_read_ns"`  // reading every /proc/.../stack
 	Counts   map[string]int `json:"counts"`
+	// SCSChecked counts the comparisons with SCSChecked set.
+	SCSChecked int `json:"scs_checked,omitempty"`
 }
 
 // Results is what the guest program writes.
@@ -125,9 +138,66 @@ func Classify(c *Comparison, lr kernel.LiveResult, after kernel.LiveState, after
 	}
 }
 
+// SCSUnexplained prefixes the notes of kernel.Kernel.Compare that no
+// rule explains.
+const SCSUnexplained = "UNEXPLAINED"
+
+// CompareSCS holds the shadow call stack copy of the live walk lr
+// against its FP walk (kernel.Kernel.Compare) when k has shadow call
+// stacks and lr is consistent with the task on no CPU: a blocked task,
+// whose copy runs from thread_info.scs_sp (cpu_switch_to's scs_save) down
+// to the stack's base. The FP walk is what /proc/PID/stack prints (the
+// comparison's verdict says whether it did); the copy must hold the
+// same return addresses but for the frames the named rules explain.
+func CompareSCS(c *Comparison, k *kernel.Kernel, lr kernel.LiveResult) error {
+	if !k.HasSCS() || !lr.Consistent || lr.OnCPU {
+		return nil
+	}
+	c.SCSChecked = true
+	lines, err := k.ProcStack(lr.SCS)
+	if err != nil {
+		return err
+	}
+	c.SCS = lines
+	if lr.SCSErr != nil {
+		c.SCSErr = lr.SCSErr.Error()
+	}
+	cmp := k.Compare(lr.SCS, lr.Frames, lr.SCSErr, lr.Err)
+	for _, r := range cmp.Rows {
+		if r.InSCS == r.InFP {
+			continue
+		}
+		f := r.FP
+		if r.InSCS {
+			f = r.SCS
+		}
+		c.SCSNotes = append(c.SCSNotes, k.Format(f.PC)+": "+r.Note)
+	}
+	return nil
+}
+
+// SCSProblem says what is wrong with c's shadow call stack comparison
+// ("" when nothing is, or none was made): the copy ended in an error,
+// or a frame only one of the copy and the FP walk has is unexplained.
+func SCSProblem(c Comparison) string {
+	if !c.SCSChecked {
+		return ""
+	}
+	if c.SCSErr != "" {
+		return "the SCS copy of a blocked task failed: " + c.SCSErr
+	}
+	for _, n := range c.SCSNotes {
+		if _, note, _ := strings.Cut(n, ": "); strings.HasPrefix(note, SCSUnexplained) {
+			return n
+		}
+	}
+	return ""
+}
+
 // Check reports what is wrong with a shipped comparison: an unknown or
-// Unexplained verdict, or an Equal one whose lines differ (Proc given) or
-// that has no lines.
+// Unexplained verdict, an Equal one whose lines differ (Proc given) or
+// that has no lines, or a shadow call stack comparison with a problem
+// (SCSProblem).
 func Check(c Comparison) error {
 	switch {
 	case c.Verdict == Unexplained:
@@ -138,6 +208,8 @@ func Check(c Comparison) error {
 		return fmt.Errorf("round %d tid %d %s: verdict %q but the lines differ", c.Round, c.TID, c.Comm, c.Verdict)
 	case c.Verdict == Equal && c.Attempts != 1, c.Verdict == EqualRetried && c.Attempts < 2:
 		return fmt.Errorf("round %d tid %d %s: verdict %q after %d attempts", c.Round, c.TID, c.Comm, c.Verdict, c.Attempts)
+	case SCSProblem(c) != "":
+		return fmt.Errorf("round %d tid %d %s: shadow call stack: %s: scs %q, kcore %q", c.Round, c.TID, c.Comm, SCSProblem(c), c.SCS, c.Kcore)
 	}
 	return nil
 }

@@ -51,3 +51,29 @@ func TestClassify(t *testing.T) {
 		t.Errorf("exited task: %q", gone.Verdict)
 	}
 }
+
+// TestSCSProblem checks that Check refuses a shadow call stack comparison
+// with an unexplained frame or a failed copy, and accepts one whose
+// differences are all named rules.
+func TestSCSProblem(t *testing.T) {
+	ok := Comparison{Verdict: Equal, Attempts: 1, Kcore: []string{"[<0>] f+0x4/0x10"}, SCSChecked: true,
+		SCS:      []string{"[<0>] g+0x4/0x10"},
+		SCSNotes: []string{"__switch_to+0x8/0x10: only FP: cpu_context.pc, the return address into __switch_to (cpu_switch_to is asm and does not push)"}}
+	if err := Check(ok); err != nil {
+		t.Errorf("explained: %v", err)
+	}
+	for name, c := range map[string]Comparison{
+		"unexplained": {SCSNotes: []string{"g+0x4/0x10: " + SCSUnexplained + ": only SCS, and not the newest entry of a CPU stopped in a prologue"}},
+		"copy failed": {SCSErr: "scs [0x1000, 0x2000): not mapped"},
+	} {
+		bad := ok
+		bad.SCSNotes, bad.SCSErr = c.SCSNotes, c.SCSErr
+		if SCSProblem(bad) == "" || Check(bad) == nil {
+			t.Errorf("%s: accepted", name)
+		}
+		bad.SCSChecked = false
+		if SCSProblem(bad) != "" {
+			t.Errorf("%s, not checked: %q", name, SCSProblem(bad))
+		}
+	}
+}

@@ -11,6 +11,11 @@
 #                                                 # per-CPU saved x18 and its in-kernel SCS copy)
 #   SCS_EXTRA=testdata/kernel/scs-6.12-issue27.config sh ...   # a second fragment on top
 #                                                 # (its options replace scs.config's lines)
+#   SCS_EXTRA="testdata/kernel/scs-6.12-issue27.config testdata/kernel/scs-6.12-kcore.config" \
+#   SCS_SUFFIX=-kcore sh testdata/kernel/build-scs.sh 6.12-percpu
+#                                                 # several fragments, in order; the outputs go to
+#                                                 # scs-6.12-percpu-kcore, built from a copy of the
+#                                                 # scs-6.12-percpu tree (kcore.sh scs-6.12-percpu)
 #
 # Needs: linux-source-6.1/-6.12 (tarballs in /usr/src), clang, lld, llvm, flex, bison, bc,
 # libelf-dev, libssl-dev, dwarves (pahole, for BTF). Everything big goes under $KCAP
@@ -37,7 +42,12 @@ if [ ! -d "$src" ]; then
 	mkdir -p "$KCAP/src"
 	(cd "$KCAP/src" && tar xf "/usr/src/linux-source-$ver.tar.xz")
 fi
-out=$KCAP/build/scs-$name
+out=$KCAP/build/scs-$name${SCS_SUFFIX:-}
+# With SCS_SUFFIX, start from a copy of the tree without it: Kbuild redoes only the objects that
+# depend on the options the extra fragments change.
+if [ -n "${SCS_SUFFIX:-}" ] && [ -f "$KCAP/build/scs-$name/vmlinux" ] && [ ! -d "$out" ]; then
+	cp -a "$KCAP/build/scs-$name" "$out"
+fi
 if [ "$name" != "$ver" ]; then
 	# The patch touches one file, so when the VER build tree exists, start from a copy of it
 	# and patch the source in place for this build (entry.S becomes newer than entry.o, so only
@@ -50,7 +60,7 @@ if [ "$name" != "$ver" ]; then
 	(cd "$src" && patch -p1 <"$pf")
 	trap '(cd "$src" && patch -R -p1 <"$pf")' EXIT
 fi
-dest=$KCAP/scs/scs-$name
+dest=$KCAP/scs/scs-$name${SCS_SUFFIX:-}
 mkdir -p "$out" "$dest"
 mk() { nice make -C "$src" O="$out" ARCH=arm64 LLVM=1 "$@"; }
 
@@ -58,12 +68,12 @@ mk() { nice make -C "$src" O="$out" ARCH=arm64 LLVM=1 "$@"; }
 # replace scs.config's lines for them (e.g. DWARF5 for DWARF4, the choice's other member off).
 frag=$out/scs.config.new
 cp "$here/scs.config" "$frag"
-if [ -n "${SCS_EXTRA:-}" ]; then
-	for opt in $(sed -n 's/^\(CONFIG_[A-Z0-9_]*\)=y$/\1/p; s/^# \(CONFIG_[A-Z0-9_]*\) is not set$/\1/p' "$SCS_EXTRA"); do
+for extra in ${SCS_EXTRA:-}; do
+	for opt in $(sed -n 's/^\(CONFIG_[A-Z0-9_]*\)=y$/\1/p; s/^# \(CONFIG_[A-Z0-9_]*\) is not set$/\1/p' "$extra"); do
 		sed -i "/^$opt=y\$/d; /^# $opt is not set\$/d" "$frag"
 	done
-	cat "$SCS_EXTRA" >>"$frag"
-fi
+	cat "$extra" >>"$frag"
+done
 # 7.2: the shadow call stack patched in at boot (CONFIG_UNWIND_PATCH_PAC_INTO_SCS, clang 15 or
 # newer; it selects DYNAMIC_SCS): on a CPU without PAC the kernel rewrites paciasp/autiasp into
 # SCS pushes and pops.
@@ -108,5 +118,5 @@ end=$(date +%s)
 
 cp "$out/arch/arm64/boot/Image" "$out/vmlinux" "$out/System.map" "$dest/"
 cp "$out/.config" "$dest/config"
-echo "$((end - start)) s wall for config+Image, make -j$JOBS under nice, $(nproc) cores, $(date -u +%F)${SCS_EXTRA:+, fragment scs.config + ${SCS_EXTRA##*/}}" >"$dest/build-time"
+echo "$((end - start)) s wall for config+Image, make -j$JOBS under nice, $(nproc) cores, $(date -u +%F)${SCS_EXTRA:+, fragment scs.config + $(for e in $SCS_EXTRA; do printf '%s ' "${e##*/}"; done)}" >"$dest/build-time"
 cat "$dest/build-time"

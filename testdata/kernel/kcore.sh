@@ -4,6 +4,10 @@
 #
 #   sh testdata/kernel/kcore.sh 6.1     # linux-image-6.1.0-57-cloud-arm64
 #   sh testdata/kernel/kcore.sh 6.12    # linux-image-6.12.117+deb12-cloud-arm64-unsigned
+#   sh testdata/kernel/kcore.sh scs-6.12-percpu
+#                                       # the SCS kernel of build-scs.sh (SCS_SUFFIX=-kcore, with
+#                                       # scs-6.12-kcore.config) from $SCSKCAP/scs/ (default
+#                                       # /work/kcap): no package, no modules, no network
 #   UNWINDDUMP=1 OUT=/tmp/x ROUNDS=1 PER=5 sh testdata/kernel/kcore.sh 6.12
 #                                       # also runs `unwinddump -tasks /proc/kcore` in the guest at
 #                                       # the end (unwinddump.txt.gz), outputs into OUT
@@ -22,7 +26,7 @@
 # CI never runs this (it needs minutes of TCG and a network); the outputs are committed and
 # checked by TestKcoreResults (unwind/kernel).
 set -eu
-ver=${1:?usage: kcore.sh 6.1|6.12}
+ver=${1:?usage: kcore.sh 6.1|6.12|scs-6.12-percpu}
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 KCAP=${KCAP:-/work/kcap/kcore}
@@ -30,12 +34,15 @@ MEM=${MEM:-1024}
 ROUNDS=${ROUNDS:-4}
 PER=${PER:-20}
 t0=$(date +%s)
+pkg= guestflags=
 case $ver in
 6.1) pkg=linux-image-6.1.0-57-cloud-arm64 kver=6.1.0-57-cloud-arm64 ;;
 6.12) pkg=linux-image-6.12.117+deb12-cloud-arm64-unsigned kver=6.12.117+deb12-cloud-arm64 ;;
+# No shipped capture has this build's BTF: the snapshot round reads it again into the snapshot.
+scs-6.12-percpu) image=${SCSKCAP:-/work/kcap}/scs/scs-6.12-percpu-kcore/Image guestflags=-snapshot-btf ;;
 *) echo "unknown kernel $ver" >&2; exit 2 ;;
 esac
-name=kcore-$ver
+name=kcore-${ver%-percpu}
 cap=$KCAP/$name
 out=${OUT:-$here/$name}
 mkdir -p "$KCAP/debs" "$cap" "$out"
@@ -49,13 +56,16 @@ debof() {
 }
 fetch() { debof "$1" >/dev/null || (cd "$KCAP/debs" && apt-get download "$1:arm64"); }
 fetch busybox-static
-fetch "$pkg"
 bb=$KCAP/bb
 [ -x "$bb/bin/busybox" ] || dpkg-deb -x "$(debof busybox-static)" "$bb"
-kdir=$KCAP/kernels/$ver
-[ -d "$kdir/boot" ] || { mkdir -p "$kdir"; dpkg-deb -x "$(debof "$pkg")" "$kdir"; }
-image=$kdir/boot/vmlinuz-$kver
-tun=$(find "$kdir/lib/modules/$kver" -name 'tun.ko*' | head -1)
+tun=
+if [ -n "$pkg" ]; then
+	fetch "$pkg"
+	kdir=$KCAP/kernels/$ver
+	[ -d "$kdir/boot" ] || { mkdir -p "$kdir"; dpkg-deb -x "$(debof "$pkg")" "$kdir"; }
+	image=$kdir/boot/vmlinuz-$kver
+	tun=$(find "$kdir/lib/modules/$kver" -name 'tun.ko*' | head -1)
+fi
 
 # --- initramfs -----------------------------------------------------------------------------------
 (cd "$repo" && GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -trimpath -o "$cap/kcoreguest" ./testdata/kernel/kcoreguest)
@@ -83,10 +93,10 @@ echo 0 > /proc/sys/kernel/kptr_restrict
 echo 1 > /proc/sys/kernel/printk
 echo "@@UNAME \$(uname -a)"
 echo "@@CMDLINE \$(cat /proc/cmdline)"
-echo "@@MODULES \$(cat /proc/modules | cut -d' ' -f1 | tr '\n' ' ')"
+echo "@@MODULES \$(cat /proc/modules 2>/dev/null | cut -d' ' -f1 | tr '\n' ' ')"
 taskset 1 dd if=/dev/zero of=/dev/null bs=1M &
 ulimit -s 1024
-taskset 2 /kcoreguest -name $name -rounds $ROUNDS -per-chain $PER; echo "@@EXIT \$?"
+taskset 2 /kcoreguest -name $name -rounds $ROUNDS -per-chain $PER $guestflags; echo "@@EXIT \$?"
 echo "@@END-OF-RUN"
 poweroff -f
 EOF
@@ -113,14 +123,18 @@ awk '/^@@BEGIN /{print; skip=1; next} /^@@END /{skip=0} !skip' "$cap/console.txt
 {
 	echo "kcore: $name"
 	echo "date: $(date -u +%FT%TZ)"
-	echo "package: $pkg $(dpkg-deb -f "$(debof "$pkg")" Version)"
+	if [ -n "$pkg" ]; then
+		echo "package: $pkg $(dpkg-deb -f "$(debof "$pkg")" Version)"
+	else
+		echo "package: none (build-scs.sh; $(cat "${image%/Image}/build-time" 2>/dev/null))"
+	fi
 	echo "image: $image (sha256 $(sha256sum "$image" | cut -c1-64))"
 	echo "uname: $(sed -n 's/^@@UNAME //p' "$cap/console.txt")"
 	echo "modules: $(sed -n 's/^@@MODULES //p' "$cap/console.txt")"
 	echo "cmdline: $append"
 	echo "qemu: $qemu -append '$append'"
 	echo "qemu-version: $(qemu-system-aarch64 --version | head -1)"
-	echo "guest: taskset 1 dd if=/dev/zero of=/dev/null bs=1M; taskset 2 /kcoreguest -name $name -rounds $ROUNDS -per-chain $PER"
+	echo "guest: taskset 1 dd if=/dev/zero of=/dev/null bs=1M; taskset 2 /kcoreguest -name $name -rounds $ROUNDS -per-chain $PER $guestflags"
 	echo "time-boot-and-run-s: $((t_done - t_boot)) (2 cores shared with other jobs, qemu under nice -n 10, TCG)"
 	echo "time-total-s: $(($(date +%s) - t0))"
 } >"$out/manifest.txt"

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/unwindkit/unwindkit/internal/kcapture"
@@ -17,10 +18,17 @@ import (
 )
 
 // kcoreRuns are the shipped live runs (testdata/kernel/kcore.sh) and the
-// capture of the same kernel build whose trimmed vmcore holds its BTF.
-var kcoreRuns = []struct{ dir, btfFrom string }{
-	{"kcore-6.1", "deb-6.1"},
-	{"kcore-6.12", "deb-6.12"},
+// capture of the same kernel build whose trimmed vmcore holds its BTF
+// ("": the snapshot holds it, kcoreguest -snapshot-btf); scs: the kernel
+// has shadow call stacks, and the copies of its blocked tasks are held
+// against their FP walks (kcorecheck.CompareSCS).
+var kcoreRuns = []struct {
+	dir, btfFrom string
+	scs          bool
+}{
+	{"kcore-6.1", "deb-6.1", false},
+	{"kcore-6.12", "deb-6.12", false},
+	{"kcore-scs-6.12", "", true},
 }
 
 func gunzipFile(t *testing.T, path string, limit int64) []byte {
@@ -48,7 +56,10 @@ func gunzipFile(t *testing.T, path string, limit int64) []byte {
 // each task walked from the trimmed snapshot of the pages that round
 // read gives, for every task walked consistently, exactly the lines the
 // guest printed, which for the tasks judged equal are the kernel's own
-// /proc/PID/stack.
+// /proc/PID/stack. On the kernel with shadow call stacks, at least 500
+// blocked tasks' SCS copies held against FP walks equal to
+// /proc/PID/stack, every frame only one has explained by a named rule,
+// and each copied again from the snapshot as the guest copied it.
 func TestKcoreResults(t *testing.T) {
 	for _, run := range kcoreRuns {
 		dir := filepath.Join("../../testdata/kernel", run.dir)
@@ -58,11 +69,23 @@ func TestKcoreResults(t *testing.T) {
 		}
 		counts := map[string]int{}
 		snapshot := map[int]kcorecheck.Comparison{}
+		scsChecked, scsEqualProc, notes := 0, 0, map[string]int{}
 		for _, c := range res.Comparisons {
 			if err := kcorecheck.Check(c); err != nil {
 				t.Errorf("%s: %v", run.dir, err)
 			}
 			counts[c.Verdict]++
+			if c.SCSChecked {
+				scsChecked++
+				if c.Verdict == kcorecheck.Equal || c.Verdict == kcorecheck.EqualRetried {
+					scsEqualProc++ // the FP walk it was held against is /proc/PID/stack
+				}
+				for _, n := range c.SCSNotes {
+					_, rule, _ := strings.Cut(n, ": ")
+					rule, _, _ = strings.Cut(rule, " (")
+					notes[rule]++
+				}
+			}
 			if c.Snapshot && c.Consistent {
 				snapshot[c.TID] = c // the others' bytes are of several moments
 			}
@@ -71,15 +94,25 @@ func TestKcoreResults(t *testing.T) {
 			t.Errorf("%s: %d comparisons (%v): want at least 1,000, most of them equal", run.dir, len(res.Comparisons), counts)
 		}
 		t.Logf("%s: %d comparisons in %d rounds: %v", run.dir, len(res.Comparisons), len(res.Rounds), counts)
+		if run.scs != (scsChecked > 0) || run.scs && scsEqualProc < 500 {
+			t.Errorf("%s: %d SCS copies held against the FP walk, %d of them against /proc/PID/stack's lines: want them on an SCS kernel only, at least 500", run.dir, scsChecked, scsEqualProc)
+		}
+		if run.scs {
+			t.Logf("%s: %d SCS copies held against the FP walk (%d against /proc/PID/stack's lines); frames only one has, by rule: %v", run.dir, scsChecked, scsEqualProc, notes)
+		}
 
 		// The snapshot round, walked again from the shipped pages.
-		cp, err := kcapture.OpenCapture(filepath.Join("../../testdata/kernel", run.btfFrom))
-		if err != nil {
-			t.Fatal(err)
-		}
-		k0, err := cp.Kernel(&cp.Expected.Stops[0])
-		if err != nil {
-			t.Fatal(err)
+		var opts kernel.Options
+		if run.btfFrom != "" {
+			cp, err := kcapture.OpenCapture(filepath.Join("../../testdata/kernel", run.btfFrom))
+			if err != nil {
+				t.Fatal(err)
+			}
+			k0, err := cp.Kernel(&cp.Expected.Stops[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts = kernel.Options{BTF: k0.BTF, BTFFrom: run.btfFrom, BTFBuild: k0.Build()}
 		}
 		snap := gunzipFile(t, filepath.Join(dir, "snapshot.kcore.gz"), 256<<20)
 		v, err := vmcore.Load("snapshot.kcore", bytes.NewReader(snap), int64(len(snap)))
@@ -93,9 +126,12 @@ func TestKcoreResults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		k, err := kernel.New(v, syms, kernel.Options{BTF: k0.BTF, BTFFrom: run.btfFrom, BTFBuild: k0.Build()})
+		k, err := kernel.New(v, syms, opts)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if k.BTF == nil || k.HasSCS() != run.scs {
+			t.Fatalf("%s: snapshot: BTF %v (notes %q), shadow call stacks %v", run.dir, k.BTF != nil, k.Notes, k.HasSCS())
 		}
 		ts, err := k.Threads(0)
 		if err != nil {
@@ -119,6 +155,13 @@ func TestKcoreResults(t *testing.T) {
 			}
 			if !slices.Equal(lines, c.Kcore) || errS != c.KcoreErr || !r.Consistent {
 				t.Errorf("%s: snapshot tid %d %s: walk %q (%s, consistent %v), the guest's %q (%s)", run.dir, task.PID, task.Comm, lines, errS, r.Consistent, c.Kcore, c.KcoreErr)
+			}
+			var again kcorecheck.Comparison
+			if err := kcorecheck.CompareSCS(&again, k, r); err != nil {
+				t.Fatal(err)
+			}
+			if again.SCSChecked != c.SCSChecked || !slices.Equal(again.SCS, c.SCS) || again.SCSErr != c.SCSErr || !slices.Equal(again.SCSNotes, c.SCSNotes) {
+				t.Errorf("%s: snapshot tid %d %s: SCS copy %q (%s) %q, the guest's %q (%s) %q", run.dir, task.PID, task.Comm, again.SCS, again.SCSErr, again.SCSNotes, c.SCS, c.SCSErr, c.SCSNotes)
 			}
 			if c.Verdict == kcorecheck.Equal || c.Verdict == kcorecheck.EqualRetried {
 				equal++
