@@ -75,11 +75,10 @@
 // captures of testdata/arm64/gcs, taken under qemu-aarch64 11.1, check
 // each of these against the program's source and gdb 18's backtrace.
 //
-// The copy itself is shared with the front door: unwind.NewGCSSource
-// (and snapshot.Source with unwind.MethodGCS) takes a View's three values
-// and gives the same frames through unwind.Save and Source.Frames; this
-// package's Save and Frames are the same copy, and Entries adds each
-// entry's signal depth.
+// The front door reaches the same copy without this package: pass a
+// View's Data, Base and GCSPR to unwind.NewGCSSource, or ask a snapshot
+// for unwind.MethodGCS, and unwind.Save and Source.Frames give what Save
+// and Frames here give. Entries adds each entry's signal depth.
 //
 // Linux uses GCS for user space only (the kernel's own stacks have none),
 // so the machine model of package unwind/machine, a kernel's CPUs, has no
