@@ -113,7 +113,19 @@ func EntryText(start, end []uint64) func(pc uint64) bool {
 	}
 	s := append([]uint64(nil), start...)
 	e := append([]uint64(nil), end...)
+	// Most frames are outside all the ranges: one compare against their
+	// hull [lo, hi) rejects them (the depot calls the filter on every
+	// frame of every trace it saves).
+	lo, hi := ^uint64(0), uint64(0)
+	for i := range s {
+		if s[i] < e[i] {
+			lo, hi = min(lo, s[i]), max(hi, e[i])
+		}
+	}
 	return func(pc uint64) bool {
+		if pc-lo >= hi-lo {
+			return false
+		}
 		for i := range s {
 			if pc >= s[i] && pc < e[i] {
 				return true

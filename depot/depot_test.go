@@ -888,3 +888,39 @@ func TestHitShardStaysWithGoroutine(t *testing.T) {
 		t.Fatalf("%d hits counted in %d shards, want %d in one or two", total, used, len(traces))
 	}
 }
+
+// TestEntryTextMatchesRanges checks EntryText's filter against the
+// definition (pc in some [start[i], end[i])) on random range sets, empty
+// and inverted ranges among them, at every range edge and at random pcs:
+// the filter's hull precheck must never turn a pc away that is in a range.
+func TestEntryTextMatchesRanges(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 1))
+	for iter := range 2000 {
+		n := rng.IntN(5)
+		start, end := make([]uint64, n), make([]uint64, n)
+		for i := range n {
+			start[i] = rng.Uint64N(1 << 12)
+			end[i] = start[i] + rng.Uint64N(64) - 8 // some empty or inverted
+			if iter%7 == 0 {
+				start[i], end[i] = ^uint64(0)-rng.Uint64N(16), ^uint64(0)-rng.Uint64N(16)
+			}
+		}
+		f := EntryText(start, end)
+		pcs := []uint64{0, 1, ^uint64(0), ^uint64(0) - 1}
+		for i := range n {
+			pcs = append(pcs, start[i]-1, start[i], start[i]+1, end[i]-1, end[i], end[i]+1)
+		}
+		for range 32 {
+			pcs = append(pcs, rng.Uint64N(1<<12+128))
+		}
+		for _, pc := range pcs {
+			want := false
+			for i := range n {
+				want = want || pc >= start[i] && pc < end[i]
+			}
+			if got := f(pc); got != want {
+				t.Fatalf("ranges %v..%v: filter(%#x) = %v, want %v", start, end, pc, got, want)
+			}
+		}
+	}
+}
