@@ -107,7 +107,7 @@ func captureArgs(t *testing.T, dir, stop string, extra ...string) []string {
 	return append(args, "-btf", filepath.Join(dir, "l-syscall.vmcore.gz"))
 }
 
-var captures = []string{"deb-6.1", "deb-6.1-mod", "deb-6.12", "deb-6.12-nolva", "deb-7.2", "scs-6.12", "scs-6.12-onstack", "scs-6.1", "scs-6.1-onstack", "scs-6.12-percpu"}
+var captures = []string{"deb-6.1", "deb-6.1-mod", "deb-6.12", "deb-6.12-nolva", "deb-7.2", "scs-6.12", "scs-6.12-onstack", "scs-6.1", "scs-6.1-onstack", "scs-6.12-percpu", "scs-7.2"}
 
 // TestVmcoreStoppedCPU unwinds every stop's stopped CPU from the vmcore
 // (-cpu N -json) and checks its FP walk ends with the kernel's printed
@@ -545,7 +545,7 @@ func TestGuessedBounds(t *testing.T) {
 			n++
 		}
 	}
-	if n != 25 {
+	if n != 28 {
 		t.Errorf("%d stops checked", n)
 	}
 }

@@ -26,6 +26,7 @@ func TestDumpKernel(t *testing.T) {
 		{"../../testdata/kernel/scs-6.1", "blocked tasks: 25 of 25 match", true, 4},
 		{"../../testdata/kernel/scs-6.1-onstack", "blocked tasks: 25 of 25 match", true, 4},
 		{"../../testdata/kernel/scs-6.12-percpu", "blocked tasks: 31 of 31 match", true, 4},
+		{"../../testdata/kernel/scs-7.2", "blocked tasks: 30 of 30 match", true, 4},
 	} {
 		var b strings.Builder
 		if err := dumpKernel(&b, c.dir); err != nil {

@@ -139,6 +139,7 @@ func (s *Stop) SPEL0() []uint64 {
 // ran.
 var PrintingCode = map[string]bool{
 	"dump_backtrace": true, "show_stack": true, "dump_stack_lvl": true, "dump_stack": true,
+	"__dump_stack":      true, // lib/dump_stack.c, out of line in scs-7.2 (clang 21)
 	"nmi_cpu_backtrace": true, "show_regs": true, "__show_regs": true, "showacpu": true,
 	"sched_show_task": true, "arch_stack_walk": true, "kunwind_stack_walk": true,
 	// scs-percpu.patch's printed shadow call stack copy (show_regs).

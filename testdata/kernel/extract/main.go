@@ -463,7 +463,7 @@ var fixed = []string{
 	"overflow_stack", "sdei_stack_normal_ptr", "sdei_stack_critical_ptr",
 	"sdei_shadow_call_stack_normal_ptr", "sdei_shadow_call_stack_critical_ptr", "runqueues",
 	"irq_shadow_call_stack_saved_ptr", "sdei_shadow_call_stack_normal_saved_ptr",
-	"sdei_shadow_call_stack_critical_saved_ptr", "__sdei_asm_handler",
+	"sdei_shadow_call_stack_critical_saved_ptr", "__sdei_asm_handler", "dynamic_scs_enabled",
 	"cpu_number", "current_task", "__entry_task", "kimage_voffset", "memstart_addr",
 	"vabits_actual", "physvirt_offset", "vmemmap", "__start_BTF", "__stop_BTF", "vmcoreinfo_data",
 	"vmcoreinfo_note", "kallsyms_names", "kallsyms_offsets", "kallsyms_relative_base",

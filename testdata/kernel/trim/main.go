@@ -40,7 +40,8 @@ var dataSyms = []string{"_stext", "_etext", "__start_BTF", "__stop_BTF", "__per_
 	"irq_stack_ptr", "overflow_stack", "sdei_stack_normal_ptr", "sdei_stack_critical_ptr", "init_task",
 	"irq_shadow_call_stack_ptr", "sdei_shadow_call_stack_normal_ptr", "sdei_shadow_call_stack_critical_ptr",
 	"modules",
-	"irq_shadow_call_stack_saved_ptr", "sdei_shadow_call_stack_normal_saved_ptr", "sdei_shadow_call_stack_critical_saved_ptr"}
+	"irq_shadow_call_stack_saved_ptr", "sdei_shadow_call_stack_normal_saved_ptr", "sdei_shadow_call_stack_critical_saved_ptr",
+	"dynamic_scs_enabled"}
 
 func main() {
 	raw := flag.String("raw", "", "raw capture directory (expected.json is read from -out)")
