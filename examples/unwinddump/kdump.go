@@ -182,11 +182,11 @@ func dumpKernelCore(w, stderr io.Writer, path string, v *vmcore.Vmcore, files []
 			notes = append(notes, n)
 		}
 	}
-	switch {
+	switch err := k.SCSState(); {
 	case k.BTF == nil:
 		notes = append(notes, "SCS copy: whether the kernel has shadow call stacks is unknown (no BTF)")
-	case !k.HasSCS():
-		notes = append(notes, "SCS copy: none: the kernel is built without CONFIG_SHADOW_CALL_STACK (no thread_info.scs_sp in its BTF)")
+	case err != nil:
+		notes = append(notes, "SCS copy: none: "+strings.TrimPrefix(strings.TrimSuffix(err.Error(), ": "+kernel.ErrNotSupported.Error()), k.V.Path+": "))
 	}
 	walked := 0
 	useSCS, useFP := o.methods()

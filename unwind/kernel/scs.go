@@ -12,9 +12,10 @@ import (
 )
 
 // ErrNotSupported is returned (wrapped) by the shadow call stack copy of a
-// kernel built without CONFIG_SHADOW_CALL_STACK, and of a dump without
-// BTF, where whether the kernel has shadow call stacks is unknown (the
-// error says which).
+// kernel built without CONFIG_SHADOW_CALL_STACK, of a kernel whose dynamic
+// shadow call stack this boot left off, and of a dump without BTF, where
+// whether the kernel has shadow call stacks is unknown (the error says
+// which; see [Kernel.SCSState]).
 var ErrNotSupported = errs.ErrNotSupported
 
 // noSCSPush are the kernel's assembly functions that create a frame record
@@ -157,11 +158,43 @@ func (k *Kernel) scsSPOff() (uint64, error) {
 	return k.off["task_struct.thread_info"] + so, nil
 }
 
-// HasSCS reports whether the kernel has shadow call stacks
-// (thread_info.scs_sp exists in its BTF).
-func (k *Kernel) HasSCS() bool {
-	_, ok := k.off["thread_info.scs_sp"]
-	return ok
+// HasSCS reports whether the kernel's tasks and CPUs use shadow call
+// stacks ([Kernel.SCSState] is nil).
+func (k *Kernel) HasSCS() bool { return k.SCSState() == nil }
+
+// SCSState says whether the kernel's tasks and CPUs use shadow call
+// stacks: nil if they do, else an error wrapping [ErrNotSupported] that
+// says why not. A kernel uses them when thread_info.scs_sp exists in its
+// BTF (CONFIG_SHADOW_CALL_STACK) and, if it was built with a dynamic
+// shadow call stack (CONFIG_DYNAMIC_SCS, which defines the static key
+// dynamic_scs_enabled), this boot turned it on: such a kernel is compiled
+// with pac-ret and patches its paciasp and autiasp into SCS pushes and
+// pops at boot only on a CPU without pointer authentication; on one with
+// it, x18 is an ordinary register, thread_info.scs_sp still exists, and
+// no shadow stack is written.
+func (k *Kernel) SCSState() error {
+	if _, ok := k.off["thread_info.scs_sp"]; !ok {
+		if k.Types == nil {
+			// thread_info.scs_sp is looked up in BTF (or DWARF): without
+			// it the answer is unknown, not "no shadow call stack".
+			return fmt.Errorf("%s: whether the kernel has shadow call stacks is unknown (no BTF to look up thread_info.scs_sp): %w", k.V.Path, ErrNotSupported)
+		}
+		return fmt.Errorf("%s: kernel built without CONFIG_SHADOW_CALL_STACK (no thread_info.scs_sp in BTF): %w", k.V.Path, ErrNotSupported)
+	}
+	key, ok := k.sym["dynamic_scs_enabled"]
+	if !ok {
+		return nil // a shadow call stack compiled in: always on
+	}
+	// struct static_key_false { struct static_key key; }: the key's
+	// atomic_t enabled is its first word (include/linux/jump_label.h).
+	var b [4]byte
+	if err := k.mem.ReadVirt(b[:], key); err != nil {
+		return fmt.Errorf("%s: dynamic shadow call stack (CONFIG_DYNAMIC_SCS): whether this boot turned it on is unknown: dynamic_scs_enabled at %#x: %v: %w", k.V.Path, key, err, ErrNotSupported)
+	}
+	if on := int32(binary.LittleEndian.Uint32(b[:])); on <= 0 {
+		return fmt.Errorf("%s: dynamic shadow call stack (CONFIG_DYNAMIC_SCS) off on this boot: dynamic_scs_enabled at %#x is %d (the CPUs have pointer authentication, so the kernel kept paciasp/autiasp and no shadow stack is written): %w", k.V.Path, key, on, ErrNotSupported)
+	}
+	return nil
 }
 
 // copySCS copies the shadow call stack [base, top) newest first, PACs
@@ -215,13 +248,8 @@ func (k *Kernel) threadSCS(task uint64) (base, sp uint64, err error) {
 // push ran), x30 is the copy's first frame (OriginLR, PAC stripped), as
 // in the FP walk; once the push ran it is the SCS's newest entry.
 func (k *Kernel) SCSCopyCPU(cpu int, fs []unwind.Frame) (out []unwind.Frame, notes []string, err error) {
-	if !k.HasSCS() {
-		if k.Types == nil {
-			// thread_info.scs_sp is looked up in BTF (or DWARF): without
-			// it the answer is unknown, not "no shadow call stack".
-			return nil, nil, fmt.Errorf("%s: whether the kernel has shadow call stacks is unknown (no BTF to look up thread_info.scs_sp): %w", k.V.Path, ErrNotSupported)
-		}
-		return nil, nil, fmt.Errorf("%s: kernel built without CONFIG_SHADOW_CALL_STACK (no thread_info.scs_sp in BTF): %w", k.V.Path, ErrNotSupported)
+	if err := k.SCSState(); err != nil {
+		return nil, nil, err
 	}
 	if cpu < 0 || cpu >= len(k.V.CPUs) {
 		return nil, nil, fmt.Errorf("%s: no cpu %d", k.V.Path, cpu)
@@ -353,6 +381,9 @@ func (k *Kernel) checkPtRegsX18(fs []unwind.Frame, base, saved uint64) error {
 // ([Kernel.RunningOn]) is copied from that CPU's x18 ([Kernel.SCSCopyCPU]
 // over the CPU's FP walk): its thread_info.scs_sp is stale.
 func (k *Kernel) SCSCopyTask(t Task) ([]unwind.Frame, error) {
+	if err := k.SCSState(); err != nil {
+		return nil, err
+	}
 	if c := k.RunningOn(t.Addr); c >= 0 {
 		w, err := k.TaskWalk(t)
 		if err != nil {
