@@ -170,8 +170,11 @@ func TestGCSCoresThreeTechniques(t *testing.T) {
 
 // TestGCSCoreThreads: the thread core holds both threads, each with its
 // own NT_ARM_GCS and its own GCS mapping (the second one allocated by the
-// kernel at clone). The crashing thread comes first; the main thread
-// waits in pthread_join, and its GCS copy names the calls down to it.
+// kernel at clone). The crashing thread comes first; the main thread is
+// in run_thread's pthread_join: in the shipped core three glibc frames
+// down in the futex wait, in a rerun of kcore.sh still at
+// __pthread_clockjoin_ex's first instruction (no entry of its own yet),
+// so the test asks only that its GCS copy end with run_thread's callers.
 func TestGCSCoreThreads(t *testing.T) {
 	co := loadGCSCore(t, "thread")
 	if len(co.Threads) != 2 {
@@ -192,8 +195,8 @@ func TestGCSCoreThreads(t *testing.T) {
 	}
 	got := names(co, g)
 	want := []string{"run_thread", "main", "__libc_start_call_main", "__libc_start_main"}
-	if len(got) < len(want) || !slices.Equal(got[len(got)-len(want):], want) || !slices.Contains(got, "pthread_join") && !slices.Contains(got, "__pthread_clockjoin_ex") {
-		t.Errorf("main thread's GCS %v: want the join, then %v", got, want)
+	if len(got) < len(want) || !slices.Equal(got[len(got)-len(want):], want) || slices.Contains(got[:len(got)-len(want)], "?") {
+		t.Errorf("main thread's GCS %v: want glibc's frames, then %v", got, want)
 	}
 }
 
