@@ -262,11 +262,7 @@ func Load(name string, r io.ReaderAt, size int64, objs ...ObjectFile) (*Core, er
 		if err := c.findSCS(t); err != nil {
 			return nil, err
 		}
-		as := []uint64{t.Regs.SP, t.Regs.X[29]}
-		if t.HasGCS && t.GCS.Enabled() {
-			as = append(as, t.GCS.GCSPR)
-		}
-		for _, a := range as {
+		for _, a := range []uint64{t.Regs.SP, t.Regs.X[29]} {
 			if _, err := c.mem.ensure(a); err != nil {
 				return nil, err
 			}

@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -450,5 +451,35 @@ func TestSynthGCS(t *testing.T) {
 	fs, err = co.Frames(&co.Threads[0], unwind.MethodGCS)
 	if len(fs) != 4 || !errors.Is(err, unwind.ErrCorrupt) || !strings.Contains(err.Error(), "synth.core") || !strings.Contains(err.Error(), "GCS copy") {
 		t.Errorf("GCS without its top marker: %d frames, %v; want 4 and a corruption error naming the core", len(fs), err)
+	}
+}
+
+// TestSynthGCSReadsLivePart: a GCS of 4 MiB (what Linux maps for an
+// 8 MiB stack limit) whose live part is its last 32 bytes: Load does not
+// read it, and the copy reads the live part only, not the mapping.
+func TestSynthGCSReadsLivePart(t *testing.T) {
+	const size = 4 << 20
+	bd := synth()
+	g := make([]byte, size)
+	copy(g[size-32:], u64s(text+0x104, text+0x204, text+0x304, 0))
+	top := uint64(0x4000_0000 + size)
+	bd.Notes = append(bd.Notes, elfcore.BNote{Name: "LINUX", Type: 0x410, Desc: u64s(core.GCSEnable, 0, top-32)})
+	bd.Loads = append(bd.Loads, elfcore.BLoad{VAddr: 0x4000_0000, Flags: 6, Data: g})
+	b := bd.Bytes()
+	var m0, m1, m2 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	co, err := loadBytes(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&m1)
+	fs, err := co.Frames(&co.Threads[0], unwind.MethodGCS)
+	runtime.ReadMemStats(&m2)
+	if err != nil || len(fs) != 3 {
+		t.Fatalf("GCS copy: %d frames, %v", len(fs), err)
+	}
+	if load, cp := m1.TotalAlloc-m0.TotalAlloc, m2.TotalAlloc-m1.TotalAlloc; load > size/4 || cp > size/4 {
+		t.Errorf("Load allocated %d bytes, the copy %d: want each well under the 4 MiB GCS", load, cp)
 	}
 }

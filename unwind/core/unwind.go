@@ -80,7 +80,9 @@ func (c *Core) Frames(t *Thread, method unwind.Method) ([]unwind.Frame, error) {
 // gcsFrames copies thread t's Guarded Control Stack: from GCSPR_EL0
 // (NT_ARM_GCS) up to the top marker, over the PT_LOAD holding GCSPR_EL0
 // (the GCS is one mapping; a trimmed core may hold only its part from
-// GCSPR_EL0's page up).
+// GCSPR_EL0's page up). It reads only the live part, GCSPR_EL0 to the end
+// of the segment's bytes: Linux sizes a GCS at half the stack limit (4 MiB
+// for 8 MiB), almost all of it unused slots below the pointer.
 func (c *Core) gcsFrames(t *Thread) ([]unwind.Frame, error) {
 	if !t.HasGCS {
 		// qemu-aarch64's cores, Linux's before 6.13 or on a CPU
@@ -91,16 +93,19 @@ func (c *Core) gcsFrames(t *Thread) ([]unwind.Frame, error) {
 		return nil, fmt.Errorf("core: %s: thread %d: GCS not enabled (NT_ARM_GCS features_enabled %#x): %w",
 			c.Path, t.PID, t.GCS.FeaturesEnabled, unwind.ErrNotSupported)
 	}
-	r, err := c.mem.ensure(t.GCS.GCSPR)
-	if err != nil {
-		return nil, c.walkErr(t, "GCS copy: load its segment", err)
-	}
-	if r == nil {
+	gcspr := t.GCS.GCSPR
+	p, ok := c.f.Find(gcspr)
+	if !ok || p.Flags&pfW == 0 || gcspr-p.VAddr >= p.FileSz {
 		return nil, fmt.Errorf("core: %s: thread %d: NT_ARM_GCS gcspr_el0 %#x in no writable segment the core holds: %w",
-			c.Path, t.PID, t.GCS.GCSPR, ErrNotHeld)
+			c.Path, t.PID, gcspr, ErrNotHeld)
+	}
+	// At most the segment's bytes in the file: bounded by the file's size.
+	data := make([]byte, (p.VAddr+p.FileSz-gcspr)&^7)
+	if err := c.f.ReadAt(data, gcspr); err != nil {
+		return nil, c.walkErr(t, "GCS copy: read its segment", err)
 	}
 	var out []unwind.Frame
-	for f, err := range unwind.NewGCSSource(r.Bytes(), r.Base, t.GCS.GCSPR, unwind.SourceOptions{Symbolizer: c.sym}).Frames() {
+	for f, err := range unwind.NewGCSSource(data, gcspr, gcspr, unwind.SourceOptions{Symbolizer: c.sym}).Frames() {
 		if err != nil {
 			return out, c.walkErr(t, "GCS copy", err)
 		}
