@@ -4,8 +4,9 @@
 //	go run ./testdata/arm64/gcs/kcoregen IN.core OUT.core.gz
 //
 // It keeps, per thread, the stack segment from one page below sp to its
-// end and the Guarded Control Stack from GCSPR_EL0's page to the end of
-// its mapping (NT_ARM_GCS); every other writable segment of at most 1 MiB
+// end and the Guarded Control Stack from one page below GCSPR_EL0's page
+// (dead entries below the pointer) to the end of its mapping
+// (NT_ARM_GCS); every other writable segment of at most 1 MiB
 // (the shadow call stacks, data); and non-writable segments of at most
 // two pages (the vDSO with the sigreturn trampoline, ELF headers). The
 // rest of each GCS (unused slots below GCSPR_EL0, 4 MiB with an 8 MiB
