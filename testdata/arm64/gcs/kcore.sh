@@ -13,7 +13,10 @@
 #   sh testdata/arm64/gcs/kcore.sh /path/to/sid [WORKDIR]
 #
 # WORKDIR (default /work/kcap/gcscore) keeps the downloads, the raw
-# console and the untrimmed cores; none of it goes into git.
+# console and the untrimmed cores; none of it goes into git. The kernel
+# packages are downloaded from inside the tree into WORKDIR/debs, so
+# WORKDIR must be visible at the same path there (here /work is
+# bind-mounted into the tree).
 set -eu
 
 sid=${1:?usage: kcore.sh SID_TREE [WORKDIR]}
