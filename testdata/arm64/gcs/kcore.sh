@@ -43,9 +43,10 @@ if [ ! -f "$kdir/usr/lib/modules/$kver/vmlinuz.unsigned" ]; then
 	mkdir -p "$sa/state/lists/partial" "$sa/cache/archives/partial" "$kc/debs" "$kdir"
 	touch "$sa/state/status"
 	echo 'deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main' >"$sa/sources.list"
-	O="-o Dir::State=$sa/state -o Dir::State::status=$sa/state/status -o Dir::Cache=$sa/cache
-		-o Dir::Etc::SourceList=$sa/sources.list -o Dir::Etc::SourceParts=/dev/null
-		-o APT::Architecture=arm64 -o APT::Architectures::=arm64"
+	# one line: it is also pasted into the sh -c command below
+	O="-o Dir::State=$sa/state -o Dir::State::status=$sa/state/status -o Dir::Cache=$sa/cache"
+	O="$O -o Dir::Etc::SourceList=$sa/sources.list -o Dir::Etc::SourceParts=/dev/null"
+	O="$O -o APT::Architecture=arm64 -o APT::Architectures::=arm64"
 	# shellcheck disable=SC2086
 	flock /tmp/apt.lock chroot "$sid" apt-get $O update
 	# shellcheck disable=SC2086
