@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/unwindkit/unwindkit/unwind"
 	"github.com/unwindkit/unwindkit/unwind/core"
 	"github.com/unwindkit/unwindkit/unwind/vmcore"
 )
@@ -58,6 +59,9 @@ func dumpELFCore(w, stderr io.Writer, path string, files []string, o *options) e
 		}
 	}
 	if vmErr == nil && v.HasInfo {
+		if o.gcs() {
+			return fmt.Errorf("%w: %s is a vmcore: -method gcs is for user cores and snapshots (the kernel's stacks have no GCS)", errUsage, path)
+		}
 		return dumpKernelCore(w, stderr, path, v, files, o)
 	}
 	also := ""
@@ -152,6 +156,15 @@ func printCore(w io.Writer, c *core.Core, o *options) error {
 		} else {
 			fmt.Fprintf(w, "shadow call stack: none (%s)\n", t.SCSNote)
 		}
+		fmt.Fprintf(w, "guarded control stack: %s\n", gcsState(t))
+		if o.gcs() {
+			fs, err := c.Frames(t, unwind.MethodGCS)
+			if err := printGCS(w, sym, fs, err); err != nil {
+				return err
+			}
+			o.lines.printSources(w, "GCS copy", userFrames(sym, fs))
+			continue
+		}
 		cmp := c.Compare(t)
 		if err := printMethod(w, sym, cmp, o); err != nil {
 			return err
@@ -177,4 +190,16 @@ func printCore(w io.Writer, c *core.Core, o *options) error {
 		return fmt.Errorf("%s: no thread of pid %d", c.Path, o.pid)
 	}
 	return nil
+}
+
+// gcsState describes thread t's Guarded Control Stack from its NT_ARM_GCS
+// note.
+func gcsState(t *core.Thread) string {
+	switch {
+	case !t.HasGCS:
+		return "none (no NT_ARM_GCS note)"
+	case !t.GCS.Enabled():
+		return fmt.Sprintf("off (NT_ARM_GCS features_enabled %#x)", t.GCS.FeaturesEnabled)
+	}
+	return fmt.Sprintf("GCSPR_EL0 %#x, features enabled %#x, locked %#x (NT_ARM_GCS)", t.GCS.GCSPR, t.GCS.FeaturesEnabled, t.GCS.FeaturesLocked)
 }

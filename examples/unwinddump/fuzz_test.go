@@ -68,9 +68,10 @@ func oneStop(dir, stop string) ([]byte, error) {
 }
 
 // fuzzBases are small shipped inputs of each kind: a snapshot, a vmcore,
-// a user core with its executable, and two one-stop kernel captures (a
+// a user core with its executable, two one-stop kernel captures (a
 // kernel without shadow call stacks at its sysrq-t stop, one with them
-// stopped inside a prologue).
+// stopped inside a prologue), a vmcore with every task, and a Linux core
+// with NT_ARM_GCS under -method gcs.
 var fuzzBases = sync.OnceValues(func() ([]fuzzBase, error) {
 	const td = "../../testdata/"
 	snap, err := os.ReadFile(td + "arm64/snapshots/gcc-pacret-pauth-signal.json")
@@ -134,6 +135,18 @@ var fuzzBases = sync.OnceValues(func() ([]fuzzBase, error) {
 	}
 	out = append(out, fuzzBase{files: []fuzzFile{{"t.vmcore", tv, false}, {"System.map", sm, false}},
 		args: []string{"-tasks", "t.vmcore", "System.map", "-btf", btf}})
+	// Linux 7.2's core of the GCS program (NT_ARM_GCS, the GCS mapping)
+	// with its symbol table, copied with -method gcs.
+	gc, err := gunzipFile(td + "arm64/gcs/cores/signal.core.gz")
+	if err != nil {
+		return nil, err
+	}
+	gs, err := gunzipFile(td + "arm64/gcs/cores/gcs-core.sym.gz")
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, fuzzBase{files: []fuzzFile{{"gcs.core", gc, false}, {"gcs", gs, false}},
+		args: []string{"-method=gcs", "gcs.core", "gcs"}})
 	return out, nil
 })
 

@@ -47,9 +47,11 @@ type jsonStack struct {
 	StateRaw uint64 `json:"state_raw"`
 	Task     string `json:"task"`
 	// FP and SCS are the two techniques' walks; a technique -method did
-	// not select, or one the kernel lacks, is null.
+	// not select, or one the kernel lacks, is null. GCS is the Guarded
+	// Control Stack copy of a thread or snapshot, only with -method gcs.
 	FP  *jsonWalk `json:"fp"`
 	SCS *jsonWalk `json:"scs"`
+	GCS *jsonWalk `json:"gcs"`
 	// Notes say what decided the walk; Errors are its errors (each
 	// prefixed by its technique).
 	Notes  []string `json:"notes"`
@@ -184,12 +186,28 @@ func userFrames(sym *unwind.Symbolizer, fs []unwind.Frame) []jsonFrame {
 		if s, off, ok := sym.Lookup(f.PC); ok {
 			jf.Symbol, jf.Offset, jf.Size = s.Name, off, s.Size
 		}
-		if f.Origin == fp.OriginSCS {
+		switch f.Origin {
+		case fp.OriginSCS:
 			jf.Stack = "scs"
+		case fp.OriginGCS:
+			jf.Stack = "gcs"
 		}
 		out = append(out, jf)
 	}
 	return out
+}
+
+// gcsStack is the JSON object of one GCS copy (-method gcs): its frames
+// and the error it ended with.
+func gcsStack(kind string, pid int, sym *unwind.Symbolizer, fs []unwind.Frame, err error, o *options) jsonStack {
+	js := jsonStack{Kind: kind, CPU: -1, PID: pid}
+	js.GCS = &jsonWalk{Frames: userFrames(sym, fs), Error: errString(err)}
+	o.lines.fill(js.GCS.Frames)
+	if err != nil {
+		js.GCS.End = "error"
+		js.Errors = append(js.Errors, "gcs: "+err.Error())
+	}
+	return js
 }
 
 // userStack is the JSON object of one comparison (a thread or a
@@ -232,6 +250,13 @@ func coreJSON(w io.Writer, c *core.Core, o *options) error {
 		if o.pid >= 0 && t.PID != o.pid {
 			continue
 		}
+		if o.gcs() {
+			fs, err := c.Frames(t, unwind.MethodGCS)
+			js := gcsStack("thread", t.PID, sym, fs, err, o)
+			js.Notes = append(js.Notes, "guarded control stack: "+gcsState(t))
+			d.Stacks = append(d.Stacks, js)
+			continue
+		}
 		js := userStack("thread", t.PID, sym, c.Compare(t), o)
 		if !t.HasSCS {
 			js.Notes = append(js.Notes, "no shadow call stack: "+t.SCSNote)
@@ -251,6 +276,12 @@ func coreJSON(w io.Writer, c *core.Core, o *options) error {
 
 func snapshotJSON(w io.Writer, path string, s *snapshot.Snapshot, o *options) error {
 	sym := s.Symbolizer()
+	if o.gcs() {
+		fs, err := sourceFrames(s.Source(unwind.MethodGCS))
+		d := &jsonDoc{Schema: schemaVersion, Input: path, Kind: "snapshot"}
+		d.Stacks = append(d.Stacks, gcsStack("snapshot", -1, sym, fs, err, o))
+		return writeJSON(w, d)
+	}
 	traces := map[unwind.Method][]unwind.Frame{}
 	var errsOf [2]error
 	for i, m := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {

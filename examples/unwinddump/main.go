@@ -2,11 +2,12 @@
 // kernel vmcore, an ELF user core, a snapshot (unwind/snapshot) or a
 // kernel capture directory (testdata/kernel/NAME), with both techniques
 // (the shadow call stack copy and the frame-pointer walk), and explains
-// every difference. The input's kind is read from its content.
+// every difference; a user core's or a snapshot's Guarded Control Stack
+// is copied with -method gcs. The input's kind is read from its content.
 //
 //	unwinddump [-tasks] [-cpu N | -pid N | -task ADDR] [-method scs|fp|both] [-json] VMCORE [System.map|kallsyms|vmlinux...]
-//	unwinddump [-pid N] [-method ...] [-json] CORE EXE [LIB...]
-//	unwinddump [-method ...] [-json] SNAPSHOT.json
+//	unwinddump [-pid N] [-method scs|fp|both|gcs] [-json] CORE EXE [LIB...]
+//	unwinddump [-method scs|fp|both|gcs] [-json] SNAPSHOT.json
 //	unwinddump testdata/kernel/deb-6.12
 //
 // A vmcore is unwound CPU by CPU from its registers (and with -tasks
@@ -113,7 +114,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.IntVar(&o.cpu, "cpu", -1, "vmcore: walk only this CPU")
 	fs.IntVar(&o.pid, "pid", -1, "vmcore: walk only the task of this pid (user core: the thread)")
 	fs.StringVar(&task, "task", "", "vmcore: walk only the task_struct at this address (hex)")
-	fs.StringVar(&o.method, "method", "both", "technique: scs (shadow call stack copy), fp (frame records) or both")
+	fs.StringVar(&o.method, "method", "both", "technique: scs (shadow call stack copy), fp (frame records), both, or gcs (a user core's or snapshot's Guarded Control Stack copy)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON document (schema in the README)")
 	fs.BoolVar(&o.info, "info", false, "vmcore: describe the dump (VMCOREINFO, symbols, offsets, registers) instead of unwinding")
 	fs.StringVar(&o.btf, "btf", "", "vmcore: take the BTF from this file (a vmcore of the same build, a vmlinux or raw BTF)")
@@ -144,9 +145,9 @@ func parseArgs(args []string, stderr io.Writer) (*options, []string, error) {
 		return nil, nil, fmt.Errorf("%w: "+format, append([]any{errUsage}, a...)...)
 	}
 	switch o.method {
-	case "scs", "fp", "both":
+	case "scs", "fp", "both", "gcs":
 	default:
-		return bad("-method %q: want scs, fp or both", o.method)
+		return bad("-method %q: want scs, fp, both or gcs", o.method)
 	}
 	if task != "" {
 		v, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(task), "0x"), 16, 64)
@@ -173,9 +174,46 @@ func parseArgs(args []string, stderr io.Writer) (*options, []string, error) {
 	return o, files, nil
 }
 
-// methods returns the techniques -method selects.
+// methods returns which of the two compared techniques -method selects
+// (neither for gcs).
 func (o *options) methods() (scs, fp bool) {
-	return o.method != "fp", o.method != "scs"
+	both := o.method == "both"
+	return both || o.method == "scs", both || o.method == "fp"
+}
+
+// gcs reports whether -method selects the GCS copy.
+func (o *options) gcs() bool { return o.method == "gcs" }
+
+// printGCS prints a GCS copy as a list, then the error it ended with.
+func printGCS(w io.Writer, sym *unwind.Symbolizer, fs []unwind.Frame, err error) error {
+	fmt.Fprintf(w, "GCS copy: %d frames\n", len(fs))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for i, f := range fs {
+		fmt.Fprintf(tw, "#%d\t%#x\t%s\t[%s, slot %#x]\n", i, f.Raw, sym.Name(f.PC), f.Origin, f.Addr)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err != nil {
+		fmt.Fprintf(w, "gcs ended with: %v\n", err)
+	}
+	return nil
+}
+
+// sourceFrames collects the frames of a Source and the error it ended
+// with.
+func sourceFrames(src *unwind.Source, err error) ([]unwind.Frame, error) {
+	if err != nil {
+		return nil, err
+	}
+	var out []unwind.Frame
+	for f, err := range src.Frames() {
+		if err != nil {
+			return out, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // dispatch recognises the first file by its content and dumps it.
@@ -222,6 +260,11 @@ func dumpSnapshot(w io.Writer, path string, o *options) error {
 		s.Regs.SP, s.Regs.X18, s.Regs.X29, s.Regs.X30, sym.Name(s.Layout.Strip(s.Regs.X30)))
 	for _, r := range s.Regions() {
 		fmt.Fprintf(w, "region %-10s %-6s [%#x, %#x)\n", r.Name, r.Kind, r.Base, r.Base+r.Size)
+	}
+	if o.gcs() {
+		fmt.Fprintf(w, "GCSPR_EL0 %#x\n\n", s.Regs.GCSPR)
+		fs, err := sourceFrames(s.Source(unwind.MethodGCS))
+		return printGCS(w, sym, fs, err)
 	}
 	traces := map[unwind.Method][]unwind.Frame{}
 	errsOf := map[unwind.Method]error{}

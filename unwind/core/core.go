@@ -14,6 +14,10 @@
 //     link map (r_debug through the executable's DT_DEBUG);
 //   - NT_AUXV (AT_PHDR, AT_ENTRY for a PIE's load bias; AT_HWCAP's PACA
 //     and PACG bits);
+//   - NT_ARM_GCS (Linux 6.13+ on a CPU with FEAT_GCS: struct user_gcs,
+//     GCSPR_EL0 and the PR_SHADOW_STACK_* feature bits), one per thread,
+//     after its NT_PRSTATUS; the Guarded Control Stack's pages are an
+//     anonymous mapping like any other, in the PT_LOADs;
 //   - NT_ARM_PAC_MASK (the PAC field of instruction pointers) and
 //     NT_ARM_TAGGED_ADDR_CTRL. Without them the PAC field is Linux's
 //     ptrauth_user_pac_mask() for a 48-bit user VA with top-byte-ignore,
@@ -45,7 +49,33 @@ const (
 	ntFile          = 0x46494c45
 	ntARMPACMask    = 0x406
 	ntARMTaggedCtrl = 0x409
+	ntARMGCS        = 0x410
 )
+
+// userGCSSize is the size of NT_ARM_GCS's struct user_gcs
+// (arch/arm64/include/uapi/asm/ptrace.h): features_enabled,
+// features_locked, gcspr_el0, each a __u64.
+const userGCSSize = 24
+
+// GCS feature bits of [GCSRegs] (include/uapi/linux/prctl.h's
+// PR_SHADOW_STACK_*, as prctl PR_GET_SHADOW_STACK_STATUS returns them).
+const (
+	GCSEnable = 1 << 0 // the thread's GCS is on: bl pushes, ret checks
+	GCSWrite  = 1 << 1 // GCSSTR (user writes to the GCS) allowed
+	GCSPush   = 1 << 2 // GCSPUSHM allowed
+)
+
+// GCSRegs is a thread's NT_ARM_GCS register set (struct user_gcs).
+type GCSRegs struct {
+	// FeaturesEnabled and FeaturesLocked are PR_SHADOW_STACK_* bits
+	// (GCSEnable, GCSWrite, GCSPush).
+	FeaturesEnabled, FeaturesLocked uint64
+	// GCSPR is GCSPR_EL0: the newest entry of the GCS.
+	GCSPR uint64
+}
+
+// Enabled reports whether the thread ran with its GCS on.
+func (g GCSRegs) Enabled() bool { return g.FeaturesEnabled&GCSEnable != 0 }
 
 // Auxiliary vector tags (include/uapi/linux/auxvec.h).
 const (
@@ -93,6 +123,11 @@ type Thread struct {
 	SCSGuarded     bool
 	// SCSNote says why there is no shadow call stack, when HasSCS is false.
 	SCSNote string
+	// GCS is the thread's NT_ARM_GCS register set, when HasGCS. Linux
+	// writes the note for every thread on a CPU with FEAT_GCS, whether
+	// or not the thread enabled its GCS (GCS.Enabled).
+	GCS    GCSRegs
+	HasGCS bool
 }
 
 // Mapping is a file mapped into the process (NT_FILE, or the link map).
@@ -257,6 +292,24 @@ func (c *Core) readNotes() error {
 			t.Regs.PC = le.Uint64(d[prstatusRegOff+32*8:])
 			t.Regs.Pstate = le.Uint64(d[prstatusRegOff+33*8:])
 			c.Threads = append(c.Threads, t)
+		case n.Name == "LINUX" && n.Type == ntARMGCS:
+			// A thread's regset notes follow its NT_PRSTATUS
+			// (fs/binfmt_elf.c fill_thread_core_info).
+			if len(c.Threads) == 0 {
+				return f.Errf(n.Part(), n.DescOff, "NT_ARM_GCS before any NT_PRSTATUS: no thread to hold it")
+			}
+			t := &c.Threads[len(c.Threads)-1]
+			if len(d) != userGCSSize {
+				return f.Errf(n.Part(), n.DescOff, "NT_ARM_GCS of %d bytes for thread %d, want %d (struct user_gcs)", len(d), t.PID, userGCSSize)
+			}
+			if t.HasGCS {
+				return f.Errf(n.Part(), n.DescOff, "second NT_ARM_GCS for thread %d", t.PID)
+			}
+			t.GCS = GCSRegs{FeaturesEnabled: le.Uint64(d), FeaturesLocked: le.Uint64(d[8:]), GCSPR: le.Uint64(d[16:])}
+			t.HasGCS = true
+			if t.GCS.Enabled() && t.GCS.GCSPR%8 != 0 {
+				return f.Errf(n.Part(), n.DescOff+16, "NT_ARM_GCS gcspr_el0 %#x of thread %d is not 8-byte aligned", t.GCS.GCSPR, t.PID)
+			}
 		case n.Name == "CORE" && n.Type == ntPRPSInfo:
 			if len(d) != 136 {
 				return f.Errf(n.Part(), n.DescOff, "NT_PRPSINFO of %d bytes, want 136", len(d))

@@ -56,3 +56,31 @@ func Example() {
 	// fp: rec rec rec rec rec rec_root main __libc_start_call_main __libc_start_main _start err: <nil>
 	// scs: rec rec rec rec rec_root main err: <nil>
 }
+
+// Linux 7.2 wrote this core of a GCS-enabled program that crashed in a
+// leaf: NT_ARM_GCS gives the thread's GCSPR_EL0, and the GCS copy has
+// the leaf's caller (leaf_mid), which only x30 held, and glibc's frames,
+// which push nothing on the shadow call stack.
+func ExampleCore_Frames_gcs() {
+	raw := readGz("../../testdata/arm64/gcs/cores/leaf.core.gz")
+	sym := readGz("../../testdata/arm64/gcs/cores/gcs-core.sym.gz")
+	c, err := core.Load("leaf.core", bytes.NewReader(raw), int64(len(raw)), core.ObjectFile{Path: "gcs", Data: sym})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	t := &c.Threads[0]
+	fmt.Printf("GCSPR_EL0 %#x, enabled %v\n", t.GCS.GCSPR, t.GCS.Enabled())
+	for _, m := range []unwind.Method{unwind.MethodGCS, unwind.MethodSCS} {
+		fs, err := c.Frames(t, m)
+		fmt.Print(m, ":")
+		for _, f := range fs {
+			fmt.Print(" ", c.Symbolizer().Func(f.PC))
+		}
+		fmt.Println(" err:", err)
+	}
+	// Output:
+	// GCSPR_EL0 0xfffff7dfffd0, enabled true
+	// gcs: leaf_mid run_leaf main __libc_start_call_main __libc_start_main err: <nil>
+	// scs: run_leaf main err: <nil>
+}

@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -188,6 +189,21 @@ func TestSynthBadInput(t *testing.T) {
 		{"note size", note(elfcore.BNote{Name: "CORE", Type: 1, Desc: make([]byte, 100)}), "NT_PRSTATUS of 100 bytes"},
 		{"pac mask size", note(elfcore.BNote{Name: "LINUX", Type: 0x406, Desc: make([]byte, 8)}), "NT_ARM_PAC_MASK of 8 bytes"},
 		{"tagged size", note(elfcore.BNote{Name: "LINUX", Type: 0x409, Desc: make([]byte, 4)}), "NT_ARM_TAGGED_ADDR_CTRL"},
+		{"gcs short", note(elfcore.BNote{Name: "LINUX", Type: 0x410, Desc: u64s(1, 1)}), "NT_ARM_GCS of 16 bytes for thread 42, want 24"},
+		{"gcs long", note(elfcore.BNote{Name: "LINUX", Type: 0x410, Desc: u64s(1, 1, gcsTop-32, 0)}), "NT_ARM_GCS of 32 bytes"},
+		{"gcs empty", note(elfcore.BNote{Name: "LINUX", Type: 0x410}), "NT_ARM_GCS of 0 bytes"},
+		{"gcs twice", func() []byte {
+			bd := synthGCS(core.GCSEnable, gcsTop-32)
+			bd.Notes = append(bd.Notes, bd.Notes[len(bd.Notes)-1])
+			return bd.Bytes()
+		}, "second NT_ARM_GCS for thread 42"},
+		{"gcs before prstatus", func() []byte {
+			bd := synthGCS(core.GCSEnable, gcsTop-32)
+			n := len(bd.Notes) - 1
+			bd.Notes = append([]elfcore.BNote{bd.Notes[n]}, bd.Notes[:n]...)
+			return bd.Bytes()
+		}, "NT_ARM_GCS before any NT_PRSTATUS"},
+		{"gcspr misaligned", func() []byte { return synthGCS(core.GCSEnable, gcsTop-31).Bytes() }, "gcspr_el0 0xa00fe1 of thread 42 is not 8-byte aligned"},
 		{"auxv size", func() []byte {
 			bd := synth()
 			bd.Notes[1].Desc = bd.Notes[1].Desc[:20]
@@ -290,6 +306,8 @@ func FuzzLoad(f *testing.F) {
 	bd := synth()
 	bd.Notes = bd.Notes[:2]
 	f.Add(bd.Bytes())
+	f.Add(synthGCS(core.GCSEnable, gcsTop-32).Bytes())
+	f.Add(synthGCS(core.GCSEnable, 0x5000_0000).Bytes()) // GCSPR_EL0 in no segment
 	f.Fuzz(func(t *testing.T, b []byte) {
 		co, err := loadBytes(b)
 		if err != nil {
@@ -297,6 +315,7 @@ func FuzzLoad(f *testing.F) {
 		}
 		for i := range co.Threads {
 			co.Compare(&co.Threads[i])
+			co.Frames(&co.Threads[i], unwind.MethodGCS)
 		}
 		var out bytes.Buffer
 		if err := core.Trim(&out, "fuzz", bytes.NewReader(b), int64(len(b)), [][2]uint64{{0, 1 << 62}}); err == nil {
@@ -367,5 +386,100 @@ func TestSynthThreads(t *testing.T) {
 	cmp := co.Compare(&co.Threads[1])
 	if !errors.Is(cmp.SCSErr, unwind.ErrNotSupported) || cmp.FPErr != nil || len(cmp.Rows) != 3 {
 		t.Errorf("compare: %v / %v, %d rows", cmp.SCSErr, cmp.FPErr, len(cmp.Rows))
+	}
+}
+
+// The synthetic GCS: one page at gcsBase, its top marker in the last slot.
+const (
+	gcsBase = 0xa00000
+	gcsTop  = gcsBase + 0x1000
+)
+
+// synthGCS is synth with a Guarded Control Stack: an NT_ARM_GCS note
+// (features_enabled enabled, features_locked GCSEnable, gcspr_el0 gcspr)
+// after the thread's other notes and a writable page at gcsBase holding,
+// from gcsTop-32 up, the three return addresses of the frame chain and
+// the top marker.
+func synthGCS(enabled, gcspr uint64) *elfcore.Builder {
+	bd := synth()
+	g := make([]byte, 0x1000)
+	copy(g[0x1000-32:], u64s(text+0x104, text+0x204, text+0x304, 0))
+	bd.Notes = append(bd.Notes, elfcore.BNote{Name: "LINUX", Type: 0x410, Desc: u64s(enabled, core.GCSEnable, gcspr)})
+	bd.Loads = append(bd.Loads, elfcore.BLoad{VAddr: gcsBase, Flags: 6, Data: g})
+	return bd
+}
+
+// TestSynthGCS: the GCS copy of a synthetic core reads NT_ARM_GCS's
+// GCSPR_EL0 up to the marker; a GCSPR_EL0 outside every segment, or one
+// whose entries run off the mapping without the marker, is an error
+// naming the core (not ErrNotSupported), never a panic.
+func TestSynthGCS(t *testing.T) {
+	co, err := loadBytes(synthGCS(core.GCSEnable|core.GCSWrite, gcsTop-32).Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := &co.Threads[0]
+	want := core.GCSRegs{FeaturesEnabled: core.GCSEnable | core.GCSWrite, FeaturesLocked: core.GCSEnable, GCSPR: gcsTop - 32}
+	if !th.HasGCS || th.GCS != want || !th.GCS.Enabled() {
+		t.Fatalf("GCS %v %+v, want %+v", th.HasGCS, th.GCS, want)
+	}
+	fs, err := co.Frames(th, unwind.MethodGCS)
+	var pcs []uint64
+	for _, f := range fs {
+		pcs = append(pcs, f.PC)
+	}
+	if err != nil || !equal(pcs, []uint64{text + 0x104, text + 0x204, text + 0x304}) || fs[0].Addr != gcsTop-32 {
+		t.Errorf("GCS copy %x (%+v), %v", pcs, fs, err)
+	}
+
+	co, err = loadBytes(synthGCS(core.GCSEnable, 0x5000_0000).Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = co.Frames(&co.Threads[0], unwind.MethodGCS)
+	if err == nil || errors.Is(err, unwind.ErrNotSupported) || !errors.Is(err, core.ErrNotHeld) ||
+		!strings.Contains(err.Error(), "synth.core") || !strings.Contains(err.Error(), "gcspr_el0 0x50000000") {
+		t.Errorf("GCSPR_EL0 outside every segment: %v; want ErrNotHeld naming the core and the pointer", err)
+	}
+
+	bd := synthGCS(core.GCSEnable, gcsTop-32)
+	copy(bd.Loads[len(bd.Loads)-1].Data[0x1000-8:], u64s(text+0x404)) // the marker overwritten
+	co, err = loadBytes(bd.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err = co.Frames(&co.Threads[0], unwind.MethodGCS)
+	if len(fs) != 4 || !errors.Is(err, unwind.ErrCorrupt) || !strings.Contains(err.Error(), "synth.core") || !strings.Contains(err.Error(), "GCS copy") {
+		t.Errorf("GCS without its top marker: %d frames, %v; want 4 and a corruption error naming the core", len(fs), err)
+	}
+}
+
+// TestSynthGCSReadsLivePart: a GCS of 4 MiB (what Linux maps for an
+// 8 MiB stack limit) whose live part is its last 32 bytes: Load does not
+// read it, and the copy reads the live part only, not the mapping.
+func TestSynthGCSReadsLivePart(t *testing.T) {
+	const size = 4 << 20
+	bd := synth()
+	g := make([]byte, size)
+	copy(g[size-32:], u64s(text+0x104, text+0x204, text+0x304, 0))
+	top := uint64(0x4000_0000 + size)
+	bd.Notes = append(bd.Notes, elfcore.BNote{Name: "LINUX", Type: 0x410, Desc: u64s(core.GCSEnable, 0, top-32)})
+	bd.Loads = append(bd.Loads, elfcore.BLoad{VAddr: 0x4000_0000, Flags: 6, Data: g})
+	b := bd.Bytes()
+	var m0, m1, m2 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	co, err := loadBytes(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&m1)
+	fs, err := co.Frames(&co.Threads[0], unwind.MethodGCS)
+	runtime.ReadMemStats(&m2)
+	if err != nil || len(fs) != 3 {
+		t.Fatalf("GCS copy: %d frames, %v", len(fs), err)
+	}
+	if load, cp := m1.TotalAlloc-m0.TotalAlloc, m2.TotalAlloc-m1.TotalAlloc; load > size/4 || cp > size/4 {
+		t.Errorf("Load allocated %d bytes, the copy %d: want each well under the 4 MiB GCS", load, cp)
 	}
 }

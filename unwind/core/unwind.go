@@ -22,6 +22,12 @@ import (
 // core's writable segments, ending at a zero frame pointer as AAPCS64
 // user-space chains end; it lacks a return address still in x30 and
 // frames of code built without frame records.
+// MethodGCS copies the thread's Guarded Control Stack from NT_ARM_GCS's
+// GCSPR_EL0 up to the top marker: every return address a bl pushed
+// (leaf callers, code without frame records or SCS pushes, libc) and the
+// sigreturn trampoline, not the crashing pc or the pc a signal
+// interrupted; it is ErrNotSupported when the core has no NT_ARM_GCS or
+// the thread had not enabled its GCS.
 func (c *Core) Frames(t *Thread, method unwind.Method) ([]unwind.Frame, error) {
 	method = method.Resolve(t.HasSCS)
 	switch method {
@@ -66,12 +72,46 @@ func (c *Core) Frames(t *Thread, method unwind.Method) ([]unwind.Frame, error) {
 		}
 	}
 	if method == unwind.MethodGCS {
-		// A core's GCS would be its NT_ARM_GCS note and the GCS's
-		// memory; the cores read here (qemu-aarch64's, the kernel's of
-		// 6.x) hold neither.
-		return nil, fmt.Errorf("core: %s: thread %d: the core holds no Guarded Control Stack (NT_ARM_GCS): %w", c.Path, t.PID, unwind.ErrNotSupported)
+		return c.gcsFrames(t)
 	}
 	return nil, fmt.Errorf("core: %s: thread %d: unknown method %v", c.Path, t.PID, method)
+}
+
+// gcsFrames copies thread t's Guarded Control Stack: from GCSPR_EL0
+// (NT_ARM_GCS) up to the top marker, over the PT_LOAD holding GCSPR_EL0
+// (the GCS is one mapping; a trimmed core may hold only its part from
+// GCSPR_EL0's page up). It reads only the live part, GCSPR_EL0 to the end
+// of the segment's bytes: Linux sizes a GCS at half the stack limit (4 MiB
+// for 8 MiB), almost all of it unused slots below the pointer.
+func (c *Core) gcsFrames(t *Thread) ([]unwind.Frame, error) {
+	if !t.HasGCS {
+		// qemu-aarch64's cores, Linux's before 6.13 or on a CPU
+		// without FEAT_GCS.
+		return nil, fmt.Errorf("core: %s: thread %d: the core holds no Guarded Control Stack (no NT_ARM_GCS note): %w", c.Path, t.PID, unwind.ErrNotSupported)
+	}
+	if !t.GCS.Enabled() {
+		return nil, fmt.Errorf("core: %s: thread %d: GCS not enabled (NT_ARM_GCS features_enabled %#x): %w",
+			c.Path, t.PID, t.GCS.FeaturesEnabled, unwind.ErrNotSupported)
+	}
+	gcspr := t.GCS.GCSPR
+	p, ok := c.f.Find(gcspr)
+	if !ok || p.Flags&pfW == 0 || gcspr-p.VAddr >= p.FileSz {
+		return nil, fmt.Errorf("core: %s: thread %d: NT_ARM_GCS gcspr_el0 %#x in no writable segment the core holds: %w",
+			c.Path, t.PID, gcspr, ErrNotHeld)
+	}
+	// At most the segment's bytes in the file: bounded by the file's size.
+	data := make([]byte, (p.VAddr+p.FileSz-gcspr)&^7)
+	if err := c.f.ReadAt(data, gcspr); err != nil {
+		return nil, c.walkErr(t, "GCS copy: read its segment", err)
+	}
+	var out []unwind.Frame
+	for f, err := range unwind.NewGCSSource(data, gcspr, gcspr, unwind.SourceOptions{Symbolizer: c.sym}).Frames() {
+		if err != nil {
+			return out, c.walkErr(t, "GCS copy", err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // walkErr says where an unwind of thread t failed: the core file, the

@@ -78,7 +78,9 @@
 // The front door reaches the same copy without this package: pass a
 // View's Data, Base and GCSPR to unwind.NewGCSSource, or ask a snapshot
 // for unwind.MethodGCS, and unwind.Save and Source.Frames give what Save
-// and Frames here give. Entries adds each entry's signal depth.
+// and Frames here give. Entries adds each entry's signal depth. A core
+// Linux wrote (6.13+, NT_ARM_GCS) gives the same copy through package
+// unwind/core: Core.Frames(thread, unwind.MethodGCS).
 //
 // Linux uses GCS for user space only (the kernel's own stacks have none),
 // so the machine model of package unwind/machine, a kernel's CPUs, has no

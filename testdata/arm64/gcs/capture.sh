@@ -41,7 +41,9 @@ command -v go >/dev/null || { echo "capture.sh: go not found" >&2; exit 1; }
 # system register GCSPR_EL0 (and GCSCRE0_EL1) in org.qemu.gdb.arm.sys.regs,
 # which gcscapture.py reads; gdb's backtrace does not use the GCS; and
 # qemu-aarch64's own core dumps hold NT_PRSTATUS, NT_PRPSINFO and NT_AUXV
-# only (no NT_ARM_GCS), so the captures are snapshots, not cores.
+# only (no NT_ARM_GCS), so the captures are snapshots, not cores; kcore.sh
+# makes real cores of the same program (built with -DGCS_CRASH) under
+# Debian sid's Linux 7.2, which writes NT_ARM_GCS.
 work=$sid/gcs-capture
 rm -rf "$work"
 mkdir -p "$work/out/snapshots" "$work/out/gdb"

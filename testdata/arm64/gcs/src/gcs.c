@@ -5,7 +5,8 @@
  * enables GCS (GLIBC_TUNABLES=glibc.cpu.aarch64_gcs=1) and gcsrt.c's main
  * points x18 at a shadow call stack before calling a scenario. Every
  * scenario reaches capture_here, where the capture script stops the
- * program with gdb (a breakpoint on snap_touch, then "finish"). */
+ * program with gdb (a breakpoint on snap_touch, then "finish"), or, built
+ * with -DGCS_CRASH, faults for a core (kcore.sh). */
 #include <setjmp.h>
 #include <signal.h>
 
@@ -17,10 +18,21 @@ extern int g_siginfo[32];
 
 NOINL void snap_touch(int v) { g_sink += v; }
 
+/* The core build (kcore.sh, -DGCS_CRASH) faults at the capture point:
+ * a store through the null g_crash_at right after snap_touch returns, so
+ * Linux writes a core where the snapshot build stops for gdb. */
+#ifdef GCS_CRASH
+int *volatile g_crash_at;
+#define CRASH_POINT(v) (*g_crash_at = (v))
+#else
+#define CRASH_POINT(v) ((void)0)
+#endif
+
 /* The capture point: a non-leaf with a frame record. */
 NOINL void capture_here(int v)
 {
 	snap_touch(v);
+	CRASH_POINT(v);
 	g_sink++;
 }
 
