@@ -20,6 +20,11 @@
 // view it with go tool pprof -top FILE).
 //
 //	go run ./examples/kasan [-record scs|fp|none] [-policy thread_info|on-stack|per-cpu] [-pac] [-ops N] [-profile FILE]
+//
+// With -boot CALLS,DEPTH it prints only the model's prediction for a real
+// KASAN boot of that shape (testdata/kernel/kasan.sh counts both): what
+// CALLS recordings of DEPTH frames cost with the SCS copy and with the FP
+// walk, each the whole kasan_save_stack.
 package main
 
 import (
@@ -40,6 +45,7 @@ type options struct {
 	ops       int
 	liveIters int
 	profile   string
+	boot      string
 }
 
 func main() {
@@ -50,7 +56,19 @@ func main() {
 	flag.IntVar(&o.ops, "ops", 20000, "operations of the model's random workload")
 	flag.IntVar(&o.liveIters, "live", 2000, "allocations per goroutine of the live workload")
 	flag.StringVar(&o.profile, "profile", "", "write the live tracker's allocation profile (pprof format) to this file")
+	flag.StringVar(&o.boot, "boot", "", "CALLS,DEPTH: only print the model's cost of CALLS recordings of DEPTH frames by each technique (a real KASAN boot's shape, from testdata/kernel/kasan.sh)")
 	flag.Parse()
+	if o.boot != "" {
+		b, err := parseBootShape(o.boot)
+		if err == nil {
+			err = predictBoot(os.Stdout, b, o)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "kasan:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(os.Stdout, o); err != nil {
 		fmt.Fprintln(os.Stderr, "kasan:", err)
 		os.Exit(1)

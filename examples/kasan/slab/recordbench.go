@@ -18,8 +18,9 @@ type RecordBench struct {
 	Source, Unwind, Depot, All func(n int) error
 }
 
-// RecordBench drives cpu 0 to kmalloc on netd's allocation path (inside a
-// hard IRQ's allocation path if inIRQ) and returns loops that record the
+// RecordBench drives cpu 0 to kmalloc on netd's allocation path (on the
+// Config.DeepPath path if there is one; inside a hard IRQ's allocation path
+// if inIRQ) and returns loops that record the
 // stack there as kasan_save_stack does, whole and part by part. The Sim
 // must be fresh and record stacks; it is left inside kmalloc.
 func (s *Sim) RecordBench(inIRQ bool) (*RecordBench, error) {
@@ -31,6 +32,9 @@ func (s *Sim) RecordBench(inIRQ bool) (*RecordBench, error) {
 	}
 	c := s.m.CPU(0)
 	p := netdAlloc
+	if s.deepPath != nil {
+		p = s.deepPath
+	}
 	if inIRQ {
 		for _, fn := range netdRead {
 			if err := c.Call(fn); err != nil {

@@ -20,6 +20,11 @@ type Config struct {
 	Policy machine.Policy
 	// CPUs is the number of modelled CPUs (default 2).
 	CPUs int
+	// DeepPath, when positive, declares one more allocation path below
+	// netd's entry: that many functions (initcall_01, initcall_02, ...)
+	// then kmalloc. RecordBench(false) records there, so that a recording
+	// can be given the depth of a real workload's (examples/kasan -boot).
+	DeepPath int
 }
 
 // A path is a chain of calls below a context's base function, ending in
@@ -71,7 +76,7 @@ var taskSpecs = []taskSpec{
 // with call sites for exactly the functions that follow it, directly or
 // not, on some path (the random workload leaves out some intermediate
 // calls; the machine adds stack_trace_save).
-func funcs() []machine.Func {
+func funcs(deep path) []machine.Func {
 	index := map[string]int{}
 	var fs []machine.Func
 	declare := func(n string) int {
@@ -103,6 +108,9 @@ func funcs() []machine.Func {
 			}
 		}
 	}
+	if len(deep) > 0 {
+		chain(taskSpecs[0].entry, deep)
+	}
 	for _, t := range taskSpecs {
 		chain(t.entry, t.alloc)
 		chain(t.entry, t.free)
@@ -132,6 +140,7 @@ type Sim struct {
 	live    []uint64      // live objects the workload may free or read
 	// taskPath and irqPath hold the random workload's current paths.
 	taskPath, irqPath path
+	deepPath          path // Config.DeepPath's path, or nil
 	reports           []Report
 	unwindEr          int
 	stats             Stats
@@ -155,12 +164,19 @@ func New(cfg Config) (*Sim, error) {
 	mc.PAC = cfg.PAC
 	mc.Policy = cfg.Policy
 	mc.KASAN = true
-	mc.Funcs = funcs()
+	var deep path
+	if cfg.DeepPath > 0 {
+		for i := range cfg.DeepPath {
+			deep = append(deep, fmt.Sprintf("initcall_%02d", i+1))
+		}
+		deep = append(deep, "kmalloc")
+	}
+	mc.Funcs = funcs(deep)
 	m, err := machine.New(mc)
 	if err != nil {
 		return nil, err
 	}
-	s := &Sim{cfg: cfg, m: m, sym: m.Symbolizer()}
+	s := &Sim{cfg: cfg, m: m, sym: m.Symbolizer(), deepPath: deep}
 	switch cfg.Record {
 	case RecordSCS:
 		s.method = unwind.MethodSCS
