@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync/atomic"
 )
 
 // Range is the address range [Start, End).
@@ -31,6 +32,10 @@ func Normalize(rs []Range) []Range {
 	return out
 }
 
+// trimVisits is the number of kept ranges the last WriteTrimmed looked at
+// (each segment's binary search aside): its cost, which the tests bound.
+var trimVisits atomic.Uint64
+
 // WriteTrimmed writes a copy of f that holds every note but only the bytes
 // of its PT_LOADs that lie in keep (addresses in f's address space). Each
 // PT_LOAD is split at the kept ranges: kept pieces carry their bytes, the
@@ -47,6 +52,8 @@ func WriteTrimmed(w io.Writer, f *File, keep []Range) error {
 	}
 	var out []piece
 	var notes [][]byte
+	var visits uint64 // ranges looked at, over all segments
+	defer func() { trimVisits.Store(visits) }()
 	progs := f.Progs
 	if f.shared {
 		// The merged segments: the originals overlap.
@@ -89,6 +96,7 @@ func WriteTrimmed(w io.Writer, f *File, keep []Range) error {
 			// after the segment's end.
 			first := sort.Search(len(keep), func(i int) bool { return keep[i].End > base })
 			for _, r := range keep[first:] {
+				visits++
 				if r.Start >= base+p.MemSz {
 					break
 				}
