@@ -69,7 +69,7 @@ func TestDynamicSCS(t *testing.T) {
 	if err := kx.V.ReadVirt(insn[:], fn); err != nil {
 		t.Fatal(err)
 	}
-	const strX30X18 = 0xf800865e // str x30, [x18], #8
+	const strX30X18 uint32 = 0xf800865e // str x30, [x18], #8
 	if w := binary.LittleEndian.Uint32(insn[:]); w != strX30X18 {
 		t.Errorf("nmi_trigger_cpumask_backtrace+0 is %#08x in the dump, want the patched SCS push %#08x", w, strX30X18)
 	}
