@@ -42,7 +42,8 @@ const hitShards = 1 << hitShardBits
 const hitShardBits = 6
 
 // Flags change how SaveFlags stores a trace, like the kernel's
-// depot_flags_t. Bits other than FlagGet and FlagNoAlloc are an error.
+// depot_flags_t (FlagFiltered is this package's own). Other bits are an
+// error.
 type Flags uint32
 
 const (
@@ -53,8 +54,16 @@ const (
 	// if a freed record or the current pool has room (saving without
 	// STACK_DEPOT_FLAG_CAN_ALLOC).
 	FlagNoAlloc
+	// FlagFiltered says the trace is already cut as the depot's Filter
+	// cuts it: its producer called [Depot.Filter] on each frame as it made
+	// the trace and stopped after the first for which it was true (as
+	// unwind.SaveForDepot does in the sweep that hashes). A save with it
+	// does not call the filter again; a new trace that is not so cut is
+	// refused with [ErrNotFiltered], before anything is stored, so every
+	// record is cut, and a trace a hit matches is too.
+	FlagFiltered
 
-	flagsKnown = FlagGet | FlagNoAlloc
+	flagsKnown = FlagGet | FlagNoAlloc | FlagFiltered
 )
 
 // Handle names a stored trace. The zero Handle is never valid. Its bit
@@ -101,6 +110,14 @@ type Config struct {
 	// atomic add per Save hit; Stats.Hits then counts only the hits found
 	// under the lock.
 	NoHitCount bool
+}
+
+// Filter returns the Config.Filter d cuts traces with (nil if none), for a
+// producer that cuts its trace while it makes and hashes it and saves it
+// with [FlagFiltered].
+func (d *Depot) Filter() func(pc uint64) bool {
+	d.table()
+	return d.filter
 }
 
 // EntryText returns a Filter that cuts a trace after its first frame in
@@ -247,7 +264,7 @@ func (d *Depot) Save(trace []uint64) (Handle, error) { return d.save(trace, 0) }
 // The same values saved as []uint64 and []uintptr give the same handle.
 func (d *Depot) SavePCs(pcs []uintptr) (Handle, error) { return d.savePCs(pcs, 0) }
 
-// SaveFlags is Save with flags ([FlagGet], [FlagNoAlloc]); other bits are
+// SaveFlags is Save with flags ([FlagGet], [FlagNoAlloc], [FlagFiltered]); other bits are
 // an error wrapping [ErrFlags].
 func (d *Depot) SaveFlags(trace []uint64, flags Flags) (Handle, error) {
 	return d.save(trace, flags)

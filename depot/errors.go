@@ -19,6 +19,11 @@ var ErrNoSpace = errors.New("depot: no space for a new trace")
 // ErrEmpty reports a trace with no frames left after filtering.
 var ErrEmpty = errors.New("depot: empty trace")
 
+// ErrNotFiltered reports a new trace saved with [FlagFiltered] that the
+// depot's Filter would cut shorter: a frame before its last is one the
+// filter cuts after.
+var ErrNotFiltered = errors.New("depot: trace saved as filtered is not cut by the filter")
+
 // ErrFlags reports flag bits that [Depot.SaveFlags] does not know.
 var ErrFlags = errors.New("depot: unknown flag bits")
 

@@ -84,7 +84,8 @@ func (d *Depot) secondaryHash(w []uint64) uint64 { return maphash.Comparable(d.s
 // handle without copying. A miss checks h against the trace (a second
 // pass, only when the trace is new) and returns an error wrapping
 // [ErrHash] if it does not match, storing nothing. If the depot's Filter
-// or MaxFrames shortens the trace, d hashes the shortened trace itself.
+// or MaxFrames shortens the trace, d hashes the shortened trace itself
+// (a producer that cuts as it hashes passes [FlagFiltered] instead).
 //
 // Colliding traces: a lookup passes over entries of other traces by the 5
 // hash bits each table entry keeps and compares at most 4 records whose
@@ -106,14 +107,16 @@ func (d *Depot) SavePCsHashed(pcs []uintptr, h Hash) (Handle, error) {
 	return d.savePCs(pcs, 0) // 4-byte uintptr: widened and hashed here
 }
 
-// SaveHashedFlags is SaveHashed with flags ([FlagGet], [FlagNoAlloc]).
+// SaveHashedFlags is SaveHashed with flags ([FlagGet], [FlagNoAlloc],
+// [FlagFiltered]: with it, a depot with a Filter reads the trace only to
+// compare it on a hit).
 func (d *Depot) SaveHashedFlags(trace []uint64, h Hash, flags Flags) (Handle, error) {
 	return d.saveHashed(trace, h, flags)
 }
 
 func (d *Depot) saveHashed(trace []uint64, h Hash, flags Flags) (Handle, error) {
 	t := d.tab.Load()
-	if t == nil || flags&^flagsKnown != 0 || d.filter != nil || uint(len(trace)-1) >= uint(d.maxFrames) {
+	if t == nil || flags&^flagsKnown != 0 || d.filter != nil && flags&FlagFiltered == 0 || uint(len(trace)-1) >= uint(d.maxFrames) {
 		n := len(trace)
 		var err error
 		if t, trace, err = d.prepare(trace, flags); err != nil {
@@ -129,6 +132,9 @@ func (d *Depot) saveHashed(trace []uint64, h Hash, flags Flags) (Handle, error) 
 	}
 	if d.hkey.Sum(trace) != h {
 		return 0, fmt.Errorf("%w (%d frames)", ErrHash, len(trace))
+	}
+	if err := d.checkFiltered(trace, flags); err != nil {
+		return 0, err
 	}
 	return saveSlow(d, trace, hash, flags)
 }

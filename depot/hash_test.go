@@ -236,3 +236,63 @@ func TestLookupHashed(t *testing.T) {
 		t.Fatalf("refcounted record %v found as %v", r, h)
 	}
 }
+
+// TestFlagFiltered checks a producer that cuts its trace as the depot's
+// Filter would: the save gives the handle Save of the uncut trace gives,
+// a hit does not call the filter at all (the producer did), and a new
+// trace saved as filtered that the filter would cut shorter is refused
+// before anything is stored, by Save and SaveHashed alike.
+func TestFlagFiltered(t *testing.T) {
+	calls := 0
+	entry := EntryText([]uint64{0x100}, []uint64{0x200})
+	d, err := New(Config{Filter: func(pc uint64) bool { calls++; return entry(pc) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Filter() == nil {
+		t.Fatal("Filter() is nil")
+	}
+	full := []uint64{0x1000, 0x1010, 0x150, 0x2000, 0x2010}
+	cutTr := full[:3] // through the first frame in [0x100, 0x200)
+	k := d.HashKey()
+	h1, err := d.Save(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, save := range []func() (Handle, error){
+		func() (Handle, error) { return d.SaveHashedFlags(cutTr, hashOf(k, cutTr), FlagFiltered) },
+		func() (Handle, error) { return d.SaveFlags(cutTr, FlagFiltered) },
+	} {
+		calls = 0
+		if h, err := save(); h != h1 || err != nil {
+			t.Errorf("filtered save: %v, %v; Save of the uncut trace: %v", h, err, h1)
+		}
+		if calls != 0 {
+			t.Errorf("a hit with FlagFiltered called the filter %d times", calls)
+		}
+	}
+	// New traces: one cut as the filter cuts is stored (the filter runs
+	// once over it, to check); one the filter would cut shorter is not.
+	good := []uint64{0x3000, 0x3010, 0x1f0}
+	calls = 0
+	h2, err := d.SaveHashedFlags(good, hashOf(k, good), FlagFiltered)
+	if err != nil || h2 == 0 || calls != len(good) {
+		t.Fatalf("new filtered trace: %v, %v, %d filter calls", h2, err, calls)
+	}
+	before := d.Stats().InUse
+	bad := []uint64{0x4000, 0x180, 0x4010}
+	if _, err := d.SaveHashedFlags(bad, hashOf(k, bad), FlagFiltered); !errors.Is(err, ErrNotFiltered) {
+		t.Errorf("SaveHashedFlags of an uncut trace as filtered: %v, want ErrNotFiltered", err)
+	}
+	if _, err := d.SaveFlags(bad, FlagFiltered); !errors.Is(err, ErrNotFiltered) {
+		t.Errorf("SaveFlags of an uncut trace as filtered: %v, want ErrNotFiltered", err)
+	}
+	if after := d.Stats().InUse; after != before {
+		t.Errorf("refused traces stored: %d records, were %d", after, before)
+	}
+	// Without a filter the flag changes nothing.
+	d2, _ := New(Config{})
+	if h, err := d2.SaveFlags(bad, FlagFiltered); err != nil || h == 0 {
+		t.Errorf("FlagFiltered without a Filter: %v, %v", h, err)
+	}
+}

@@ -142,7 +142,7 @@ func TestFreedSpaceServesAnySize(t *testing.T) {
 // is stored.
 func TestUnknownFlags(t *testing.T) {
 	d := mustNew(t, Config{})
-	for _, f := range []Flags{1 << 2, 1 << 31, FlagGet | 1<<5} {
+	for _, f := range []Flags{1 << 3, 1 << 31, FlagGet | 1<<5, FlagFiltered | 1<<4} {
 		h, err := d.SaveFlags([]uint64{1, 2, 3}, f)
 		if err == nil || h != 0 {
 			t.Errorf("SaveFlags with flags %#x = %v, %v; want an error", uint32(f), h, err)

@@ -195,6 +195,18 @@ func overrun(h Handle, n, off int) error {
 	return errs.Corruptf(RuleRecordOverrunsPool, uint64(h), "%d frames at word %d", n, off)
 }
 
+// checkFiltered checks, for a trace about to be stored with FlagFiltered,
+// that d's Filter would not cut it shorter.
+func (d *Depot) checkFiltered(trace []uint64, flags Flags) error {
+	if flags&FlagFiltered == 0 || d.filter == nil {
+		return nil
+	}
+	if n := len(cut(d.filter, trace)); n != len(trace) {
+		return fmt.Errorf("%w: frame %d of %d (%#x) is one it cuts after", ErrNotFiltered, n-1, len(trace), trace[n-1])
+	}
+	return nil
+}
+
 // cut cuts trace after its first frame for which filter is true.
 func cut(filter func(pc uint64) bool, trace []uint64) []uint64 {
 	for i, pc := range trace {
@@ -252,7 +264,7 @@ var testHookCompare func()
 // (HashKey.Sum; SaveHashed takes the producer's hash instead).
 func (d *Depot) save(trace []uint64, flags Flags) (Handle, error) {
 	t := d.tab.Load()
-	if t == nil || flags&^flagsKnown != 0 || d.filter != nil || uint(len(trace)-1) >= uint(d.maxFrames) {
+	if t == nil || flags&^flagsKnown != 0 || d.filter != nil && flags&FlagFiltered == 0 || uint(len(trace)-1) >= uint(d.maxFrames) {
 		var err error
 		if t, trace, err = d.prepare(trace, flags); err != nil {
 			return 0, err
@@ -261,6 +273,9 @@ func (d *Depot) save(trace []uint64, flags Flags) (Handle, error) {
 	hash := tracehash.Finish(tracehash.Sum(trace, d.hkey.Seed, d.hkey.Mul), len(trace))
 	if h, ok := d.hitLockFree(t, trace, hash, flags); ok {
 		return h, nil
+	}
+	if err := d.checkFiltered(trace, flags); err != nil {
+		return 0, err
 	}
 	return saveSlow(d, trace, hash, flags)
 }
@@ -305,7 +320,7 @@ func (d *Depot) prepare(trace []uint64, flags Flags) (*table, []uint64, error) {
 		return nil, nil, fmt.Errorf("%w %#x", ErrFlags, uint32(flags&^flagsKnown))
 	}
 	t := d.table()
-	if d.filter != nil {
+	if d.filter != nil && flags&FlagFiltered == 0 {
 		trace = cut(d.filter, trace)
 	}
 	if len(trace) > d.maxFrames {

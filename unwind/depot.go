@@ -22,13 +22,36 @@ import (
 // error wraps the depot's.
 //
 // It reads the stack once: the unwind hashes the frames it stored with
-// d's [depot.HashKey] ([SaveHashed]) and d takes that hash
+// d's [depot.HashKey], cutting the trace where d's Filter cuts it in the
+// same sweep ([SaveForDepot]), and d takes that hash
 // ([depot.Depot.SaveHashed]), so a trace already in d costs the unwind,
-// one sweep of buf, one probe and one compare; d neither hashes the trace
-// again nor copies it.
+// one sweep of buf, one probe and one compare; d neither hashes nor
+// filters the trace again, nor copies it.
 func SaveToDepot(d *depot.Depot, src *Source, buf []uint64, skip int) (depot.Handle, error) {
-	n, h, err := SaveHashed(src, buf, skip, d.HashKey())
+	n, h, err := SaveForDepot(d, src, buf, skip)
 	return StoreHashed(d, buf[:n], h, err)
+}
+
+// SaveForDepot is [SaveHashed] under d's HashKey that also cuts the trace
+// as d's Filter would (after the first frame the filter is true for, the
+// kernel's filter_irq_stacks), in the sweep that hashes it: n is the cut
+// trace's length and h its hash, ready for [StoreHashed]. Without a
+// Filter it is SaveHashed.
+func SaveForDepot(d *depot.Depot, src *Source, buf []uint64, skip int) (n int, h depot.Hash, err error) {
+	k := d.HashKey()
+	filter := d.Filter()
+	if filter == nil {
+		return SaveHashed(src, buf, skip, k)
+	}
+	n, err = Save(src, buf, skip)
+	h = k.Start()
+	for i, pc := range buf[:n] {
+		h = k.Add(h, pc)
+		if filter(pc) {
+			return i + 1, h, err
+		}
+	}
+	return n, h, err
 }
 
 // SaveHashed is [Save] that also returns the stored trace's hash under
@@ -53,13 +76,20 @@ func SaveHashed(src *Source, buf []uint64, skip int, k depot.HashKey) (int, depo
 }
 
 // StoreHashed is [StoreTrace] for a trace whose producer hashed it
-// ([SaveHashed]): h must be trace's hash under d's HashKey
-// (depot.Depot.SaveHashed checks it when the trace is new).
+// ([SaveHashed], [SaveForDepot]): h must be trace's hash under d's HashKey
+// (depot.Depot.SaveHashed checks it when the trace is new), and if d has a
+// Filter, trace must be cut by it as SaveForDepot cuts it (a new trace
+// that is not is refused with depot.ErrNotFiltered; d does not filter it
+// again).
 func StoreHashed(d *depot.Depot, trace []uint64, h depot.Hash, err error) (depot.Handle, error) {
 	if len(trace) == 0 {
 		return 0, err
 	}
-	hd, derr := d.SaveHashed(trace, h)
+	var flags depot.Flags
+	if d.Filter() != nil {
+		flags = depot.FlagFiltered
+	}
+	hd, derr := d.SaveHashedFlags(trace, h, flags)
 	if derr != nil {
 		return 0, fmt.Errorf("unwind: storing a %d-frame trace: %w", len(trace), derr)
 	}

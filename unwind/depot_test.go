@@ -103,3 +103,71 @@ func TestStoreTraceDepotFull(t *testing.T) {
 		t.Errorf("full depot: %v, %v; want the zero handle and ErrNoSpace", h, err)
 	}
 }
+
+// TestSaveToDepotFiltered checks the KASAN path with a depot that cuts
+// traces (filter_irq_stacks): the handle is the one the depot's own cut of
+// the whole trace gets, what it holds is the trace through the filtered
+// frame, and a hit calls the filter once per frame kept, in the sweep that
+// hashes (no second pass over the trace).
+func TestSaveToDepotFiltered(t *testing.T) {
+	// A chain of distinct functions: worker -> f1 -> f2 -> f3 -> f4.
+	cfg := machine.DefaultConfig()
+	cfg.Funcs = []machine.Func{{Name: "worker", Calls: []string{"f1"}}, {Name: "f1", Calls: []string{"f2"}},
+		{Name: "f2", Calls: []string{"f3"}}, {Name: "f3", Calls: []string{"f4"}}, {Name: "f4"}}
+	m, err := machine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, _ := m.NewTask("t", "worker")
+	c := m.CPU(0)
+	if err := c.Switch(task); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"f1", "f2", "f3", "f4"} {
+		if err := c.Call(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, err := c.Source(unwind.MethodFP, machine.SaveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := make([]uint64, 64)
+	n, _ := unwind.Save(src, full, 0)
+	if n < 5 {
+		t.Fatalf("%d frames: %#x", n, full[:n])
+	}
+	at := 2 // the frame the filter cuts after
+	entry := depot.EntryText([]uint64{full[at]}, []uint64{full[at] + 1})
+	calls := 0
+	d, err := depot.New(depot.Config{Filter: func(pc uint64) bool { calls++; return entry(pc) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := d.Save(full[:n])
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]uint64, 64)
+	calls = 0
+	h, err := unwind.SaveToDepot(d, src, buf, 0)
+	if err != nil || h != want {
+		t.Fatalf("SaveToDepot = %v, %v; the depot's own cut is %v", h, err, want)
+	}
+	if calls != at+1 {
+		t.Errorf("a hit called the filter %d times, want %d (the frames through the cut, once)", calls, at+1)
+	}
+	if got, _ := d.Fetch(h, nil); !slices.Equal(got, full[:at+1]) {
+		t.Errorf("stored %#x, want %#x", got, full[:at+1])
+	}
+	// StoreHashed refuses a trace the filter would cut shorter.
+	d2, _ := depot.New(depot.Config{Filter: entry})
+	k := d2.HashKey()
+	hh := k.Start()
+	for _, pc := range full[:n] {
+		hh = k.Add(hh, pc)
+	}
+	if _, err := unwind.StoreHashed(d2, full[:n], hh, nil); !errors.Is(err, depot.ErrNotFiltered) {
+		t.Errorf("StoreHashed of an uncut trace: %v, want ErrNotFiltered", err)
+	}
+}

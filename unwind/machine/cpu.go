@@ -198,9 +198,10 @@ func (c *CPU) UnwindSeq(method unwind.Method, store []uint64, opts SaveOptions) 
 	return n, seq, err
 }
 
-// unwindSeq is UnwindSeq, which also hashes the trace with *k as the
-// unwinder stores it (unwind.SaveHashed) when k is not nil.
-func (c *CPU) unwindSeq(method unwind.Method, store []uint64, opts SaveOptions, k *depot.HashKey) (n int, seq uint64, h depot.Hash, err error) {
+// unwindSeq is UnwindSeq, which also hashes the trace for d as the
+// unwinder stores it, cut by d's Filter (unwind.SaveForDepot), when d is
+// not nil.
+func (c *CPU) unwindSeq(method unwind.Method, store []uint64, opts SaveOptions, d *depot.Depot) (n int, seq uint64, h depot.Hash, err error) {
 	for try := 0; try < 1000; try++ {
 		s1 := c.m.drv.Seq(c.id)
 		if s1&1 != 0 {
@@ -211,8 +212,8 @@ func (c *CPU) unwindSeq(method unwind.Method, store []uint64, opts SaveOptions, 
 		var src unwind.Source
 		err := c.sourceInto(&src, &p, method, opts)
 		if err == nil {
-			if k != nil {
-				n, h, err = unwind.SaveHashed(&src, store, 0, *k) // src applies opts.Skip
+			if d != nil {
+				n, h, err = unwind.SaveForDepot(d, &src, store, 0) // src applies opts.Skip
 			} else {
 				n, err = unwind.Save(&src, store, 0)
 			}

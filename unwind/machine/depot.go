@@ -14,7 +14,6 @@ import (
 // (see unwind.SaveToDepot). Like unwind.SaveToDepot it takes one pass:
 // the unwinder hashes the trace with d's HashKey as it stores it.
 func (c *CPU) SaveToDepot(d *depot.Depot, method unwind.Method, buf []uint64, opts SaveOptions) (depot.Handle, error) {
-	k := d.HashKey()
-	n, _, h, err := c.unwindSeq(method, buf, opts, &k)
+	n, _, h, err := c.unwindSeq(method, buf, opts, d)
 	return unwind.StoreHashed(d, buf[:n], h, err)
 }
