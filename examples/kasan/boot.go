@@ -36,15 +36,29 @@ type bootCost struct {
 // slab.RecordBench: the unwinder's source, the walk, the depot save) and
 // prints what b.calls of them cost: the model's prediction for the
 // collection part of a real KASAN boot, beside the kernel's measured
-// counts (testdata/kernel/kasan.sh).
+// counts (testdata/kernel/kasan.sh). The two are timed in alternation, the
+// least of 15 rounds each, so that a slow stretch of the machine's falls
+// on both.
 func predictBoot(w io.Writer, b bootShape, o options) error {
 	var costs []bootCost
+	var loops []func(int) error
 	for _, rec := range []slab.Record{slab.RecordFP, slab.RecordSCS} {
-		c, err := bootRecording(rec, b.depth, o)
+		rb, err := bootRecording(rec, b.depth, o)
 		if err != nil {
 			return err
 		}
-		costs = append(costs, c)
+		costs = append(costs, bootCost{rec: rec, frames: rb.Frames, each: time.Duration(1 << 62)})
+		loops = append(loops, rb.All)
+	}
+	const per = 20000
+	for range 15 {
+		for i, all := range loops {
+			start := time.Now()
+			if err := all(per); err != nil {
+				return err
+			}
+			costs[i].each = min(costs[i].each, time.Since(start)/per)
+		}
 	}
 	fmt.Fprintf(w, "Model prediction: %d kasan_save_stack calls of %d frames (SCS policy %v, PAC %v)\n", b.calls, b.depth, o.policy, o.pac)
 	for _, c := range costs {
@@ -58,8 +72,8 @@ func predictBoot(w io.Writer, b bootShape, o options) error {
 }
 
 // bootRecording finds the model path whose recording keeps depth frames
-// and times the whole recording there, the least of several runs.
-func bootRecording(rec slab.Record, depth int, o options) (bootCost, error) {
+// and returns the loops that record there.
+func bootRecording(rec slab.Record, depth int, o options) (*slab.RecordBench, error) {
 	try := func(n int) (*slab.RecordBench, error) {
 		s, err := slab.New(slab.Config{Record: rec, PAC: o.pac, Policy: o.policy, DeepPath: n})
 		if err != nil {
@@ -69,28 +83,19 @@ func bootRecording(rec slab.Record, depth int, o options) (bootCost, error) {
 	}
 	rb, err := try(depth)
 	if err != nil {
-		return bootCost{}, err
+		return nil, err
 	}
 	// The recording also keeps the frames above the path (the task's
 	// entry, ret_from_fork, ...): shorten the path by as many.
 	n := depth - (rb.Frames - depth)
 	if n < 1 {
-		return bootCost{}, fmt.Errorf("-boot: the model's shallowest recording keeps %d frames, more than %d", rb.Frames-depth+1, depth)
+		return nil, fmt.Errorf("-boot: the model's shallowest recording keeps %d frames, more than %d", rb.Frames-depth+1, depth)
 	}
 	if rb, err = try(n); err != nil {
-		return bootCost{}, err
+		return nil, err
 	}
 	if rb.Frames != depth {
-		return bootCost{}, fmt.Errorf("-boot: a path of %d calls keeps %d frames, not %d", n, rb.Frames, depth)
+		return nil, fmt.Errorf("-boot: a path of %d calls keeps %d frames, not %d", n, rb.Frames, depth)
 	}
-	const per = 20000
-	best := time.Duration(1 << 62)
-	for range 7 {
-		start := time.Now()
-		if err := rb.All(per); err != nil {
-			return bootCost{}, err
-		}
-		best = min(best, time.Since(start))
-	}
-	return bootCost{rec: rec, frames: rb.Frames, each: best / per}, nil
+	return rb, nil
 }
