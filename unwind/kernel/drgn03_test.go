@@ -1,14 +1,9 @@
 package kernel_test
 
 import (
-	"bufio"
-	"bytes"
-	"compress/gzip"
 	"encoding/binary"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -17,66 +12,6 @@ import (
 	"github.com/unwindkit/unwindkit/unwind"
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 )
-
-// drgn03Task is one task of a drgn03tasks.py listing: the pcs of its
-// physical frames (drgn's inline frames left out: they share the pc of
-// the frame they are inlined into), or the error drgn raised.
-type drgn03Task struct {
-	pid  int
-	addr uint64
-	comm string
-	pcs  []uint64
-	err  string
-}
-
-// readDrgn03 parses testdata/kernel/drgn03tasks.py's output.
-func readDrgn03(t *testing.T, path string) (version string, tasks map[uint64]*drgn03Task) {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tasks = map[uint64]*drgn03Task{}
-	var cur *drgn03Task
-	sc := bufio.NewScanner(zr)
-	for sc.Scan() {
-		ln := sc.Text()
-		f := strings.Fields(ln)
-		switch {
-		case strings.HasPrefix(ln, "# drgn "):
-			version = f[2]
-		case strings.HasPrefix(ln, "task ") && len(f) >= 4:
-			pid, err1 := strconv.Atoi(f[1])
-			addr, err2 := strconv.ParseUint(strings.TrimPrefix(f[len(f)-1], "0x"), 16, 64)
-			if err1 != nil || err2 != nil {
-				t.Fatalf("%s: %q", path, ln)
-			}
-			cur = &drgn03Task{pid: pid, addr: addr, comm: strings.Join(f[2:len(f)-1], " ")}
-			tasks[addr] = cur
-		case cur != nil && strings.HasPrefix(ln, "  error: "):
-			cur.err = strings.TrimPrefix(ln, "  error: ")
-		case cur != nil && strings.HasPrefix(ln, "  #") && len(f) >= 5:
-			if f[3] == "inline" {
-				continue
-			}
-			pc, err := strconv.ParseUint(strings.TrimPrefix(f[1], "0x"), 16, 64)
-			if err != nil {
-				t.Fatalf("%s: %q", path, ln)
-			}
-			cur.pcs = append(cur.pcs, pc)
-		default:
-			t.Fatalf("%s: unexpected line %q", path, ln)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return version, tasks
-}
 
 // TestDrgn03Tasks holds the FP walks of the 7.2 capture to a second
 // reference nobody here wrote: drgn 0.3 (Debian sid's python3-drgn
@@ -100,7 +35,8 @@ func TestDrgn03Tasks(t *testing.T) {
 	blocked, running, lrs := 0, 0, 0
 	for i := range cp.Expected.Stops {
 		s := &cp.Expected.Stops[i]
-		ver, dt := readDrgn03(t, fmt.Sprintf("%s/drgn-%s.txt.gz", dir, s.Name))
+		dl := readDrgn(t, fmt.Sprintf("%s/drgn-%s.txt.gz", dir, s.Name))
+		ver, dt := dl.version, dl.tasks
 		if ver != "0.3.0" {
 			t.Errorf("%s: drgn %q, want 0.3.0", s.Name, ver)
 		}
@@ -127,9 +63,9 @@ func TestDrgn03Tasks(t *testing.T) {
 				continue
 			}
 			running++
-			n, err := drgnExtraLRs(k, c.Frames, d.pcs)
+			n, err := drgnExtraLRs(k, c.Frames, d.pcs())
 			if err != nil {
-				t.Errorf("%s: cpu %d, task %d %s: %v\nwalk %s\ndrgn %s", s.Name, c.CPU, d.pid, d.comm, err, syms(k, pcsOf(c.Frames)), syms(k, d.pcs))
+				t.Errorf("%s: cpu %d, task %d %s: %v\nwalk %s\ndrgn %s", s.Name, c.CPU, d.pid, d.comm, err, syms(k, pcsOf(c.Frames)), syms(k, d.pcs()))
 			}
 			lrs += n
 		}
@@ -153,8 +89,8 @@ func TestDrgn03Tasks(t *testing.T) {
 			if tr.Running {
 				continue // its CPU's walk, above
 			}
-			if got := pcsOf(tr.Frames); tr.End != fp.EndFinal || d.err != "" || !slices.Equal(got, d.pcs) {
-				t.Errorf("t: blocked task %d %s: walk %v %v, drgn %q\nwalk %s\ndrgn %s", tr.Task.PID, tr.Task.Comm, tr.End, tr.Err, d.err, syms(k, got), syms(k, d.pcs))
+			if got := pcsOf(tr.Frames); tr.End != fp.EndFinal || d.err != "" || !slices.Equal(got, d.pcs()) {
+				t.Errorf("t: blocked task %d %s: walk %v %v, drgn %q\nwalk %s\ndrgn %s", tr.Task.PID, tr.Task.Comm, tr.End, tr.Err, d.err, syms(k, got), syms(k, d.pcs()))
 				continue
 			}
 			blocked++

@@ -17,7 +17,9 @@ import (
 	"github.com/unwindkit/unwindkit/unwind/kernel"
 )
 
-// drgnTask is one task of drgnframes.py's output.
+// drgnTask is one task of a drgn listing: drgnframes.py's (drgn 0.0.22,
+// deb-6.1-mod) or drgn03tasks.py's (drgn 0.3, deb-7.2), which print the
+// same lines.
 type drgnTask struct {
 	pid  int
 	comm string
@@ -38,8 +40,32 @@ type drgnFrame struct {
 	name, sym string
 }
 
-// readDrgn parses testdata/kernel/drgnframes.py's text.
-func readDrgn(t *testing.T, path string) (map[uint64]*drgnTask, []int) {
+// pcs returns the pcs of d's physical frames.
+func (d *drgnTask) pcs() []uint64 {
+	out := make([]uint64, len(d.frames))
+	for i, f := range d.frames {
+		out[i] = f.pc
+	}
+	return out
+}
+
+// drgnListing is a parsed drgn listing: its header's drgn version, the
+// pid current on each CPU where the header gives it (drgnframes.py's
+// "pr_pid per CPU: cpu0=N ..."), and the tasks by task_struct address.
+type drgnListing struct {
+	version string
+	pids    []int
+	tasks   map[uint64]*drgnTask
+}
+
+// readDrgn parses a drgn listing:
+//
+//	# drgn VERSION over FILE [(... pr_pid per CPU: cpu0=N cpu1=M)]
+//	task PID COMM 0xTASK_STRUCT
+//	  #N 0xPC SYMBOL [inline] FUNCTION FILE:LINE
+//	  #N pc unknown: ...
+//	  error: MESSAGE
+func readDrgn(t *testing.T, path string) *drgnListing {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -49,8 +75,7 @@ func readDrgn(t *testing.T, path string) (map[uint64]*drgnTask, []int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[uint64]*drgnTask{}
-	var pids []int
+	l := &drgnListing{tasks: map[uint64]*drgnTask{}}
 	var cur *drgnTask
 	sc := bufio.NewScanner(zr)
 	for ln := 1; sc.Scan(); ln++ {
@@ -59,9 +84,13 @@ func readDrgn(t *testing.T, path string) (map[uint64]*drgnTask, []int) {
 		bad := func() { t.Fatalf("%s:%d: %q", path, ln, line) }
 		switch {
 		case strings.HasPrefix(line, "# drgn "):
+			if len(f) < 3 {
+				bad()
+			}
+			l.version = f[2]
 			_, per, ok := strings.Cut(line, "pr_pid per CPU: ")
 			if !ok {
-				bad()
+				continue
 			}
 			for _, c := range strings.Fields(strings.TrimSuffix(per, ")")) {
 				_, v, _ := strings.Cut(c, "=")
@@ -69,19 +98,19 @@ func readDrgn(t *testing.T, path string) (map[uint64]*drgnTask, []int) {
 				if err != nil {
 					bad()
 				}
-				pids = append(pids, p)
+				l.pids = append(l.pids, p)
 			}
 		case strings.HasPrefix(line, "task "):
-			if len(f) != 4 {
+			if len(f) < 4 {
 				bad()
 			}
 			pid, err1 := strconv.Atoi(f[1])
-			a, err2 := strconv.ParseUint(f[3], 0, 64)
+			a, err2 := strconv.ParseUint(f[len(f)-1], 0, 64)
 			if err1 != nil || err2 != nil {
 				bad()
 			}
-			cur = &drgnTask{pid: pid, comm: f[2], addr: a}
-			out[a] = cur
+			cur = &drgnTask{pid: pid, comm: strings.Join(f[2:len(f)-1], " "), addr: a}
+			l.tasks[a] = cur
 		case cur == nil:
 			bad()
 		case strings.HasPrefix(line, "  error: "):
@@ -104,7 +133,7 @@ func readDrgn(t *testing.T, path string) (map[uint64]*drgnTask, []int) {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return out, pids
+	return l
 }
 
 // The rules that explain each difference between drgn 0.0.22's frames
@@ -154,7 +183,8 @@ func TestDrgnTasks(t *testing.T) {
 	}()
 	for i := range cp.Expected.Stops {
 		s := &cp.Expected.Stops[i]
-		dt, pids := readDrgn(t, filepath.Join(modCapture, "drgn-"+s.Name+".txt.gz"))
+		dl := readDrgn(t, filepath.Join(modCapture, "drgn-"+s.Name+".txt.gz"))
+		dt, pids := dl.tasks, dl.pids
 		k, err := cp.Kernel(s)
 		if err != nil {
 			t.Fatal(err)
