@@ -84,6 +84,28 @@ func consoleBoot(t *testing.T, path string) (insns, how, calls, frames int64) {
 	return
 }
 
+// consoleDepths reads the boot's "kasan_save_stack depths: D:N ..." line
+// (empty for a kernel that collects nothing) with -boot's parser.
+func consoleDepths(t *testing.T, path string) bootShape {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`kasan_save_stack depths:([ 0-9:]*)\n`).FindSubmatch(data)
+	if m == nil {
+		t.Fatalf("%s: no kasan_save_stack depths line", path)
+	}
+	if len(bytes.TrimSpace(m[1])) == 0 {
+		return nil
+	}
+	b, err := parseBootShape(string(bytes.TrimSpace(m[1])))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return b
+}
+
 var kasanVariants = []struct {
 	name string
 	how  int64
@@ -134,6 +156,15 @@ func TestKernelKASANBoots(t *testing.T) {
 			t.Errorf("%s: console says how %d, %d insns, %d calls, %d frames; results.txt %d, %d, %d", path, how, insns, calls, frames,
 				runs[0].insns, runs[0].calls, runs[0].frames)
 		}
+		// The depth histogram adds up to the recordings and their frames.
+		var hc, hf int64
+		for _, d := range consoleDepths(t, path) {
+			hc += int64(d.calls)
+			hf += int64(d.calls * d.depth)
+		}
+		if v.how != 2 && (hc != calls || hf != frames) || v.how == 2 && hc != 0 {
+			t.Errorf("%s: the depth histogram holds %d recordings of %d frames; the counts %d and %d", path, hc, hf, calls, frames)
+		}
 	}
 }
 
@@ -177,31 +208,41 @@ func TestKernelKASANTableInREADME(t *testing.T) {
 	}
 }
 
-// TestBootPrediction runs -boot on the fp kernel's shape: both techniques
-// recorded at that depth (the model's path is fitted to it).
+// TestBootPrediction runs -boot on the fp kernel's histogram of depths
+// and on its mean depth: both techniques recorded at each depth (the
+// model's path fitted to it).
 func TestBootPrediction(t *testing.T) {
-	boots := readKasanResults(t)
-	var fp kasanBoot
-	for _, b := range boots {
-		if b.variant == "fp" {
-			fp = b
-		}
+	hist := consoleDepths(t, kasanDir+"/console-fp.txt")
+	calls, frames := 0, 0
+	for _, d := range hist {
+		calls += d.calls
+		frames += d.calls * d.depth
 	}
-	depth := int(math.Round(float64(fp.frames) / float64(fp.calls)))
+	depth := int(math.Round(float64(frames) / float64(calls)))
 	o := testOptions(t)
-	var out bytes.Buffer
-	if err := predictBoot(&out, bootShape{calls: int(fp.calls), depth: depth}, o); err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range []string{fmt.Sprintf("%d kasan_save_stack calls of %d frames", fp.calls, depth), "\n  fp ", "\n  scs ", "fp/scs collection cost: "} {
-		if !strings.Contains(out.String(), w) {
-			t.Errorf("-boot output lacks %q:\n%s", w, out.String())
+	for _, c := range []struct {
+		shape bootShape
+		head  string
+	}{
+		{hist, fmt.Sprintf("%d kasan_save_stack calls at %d depths, %.1f frames on average", calls, len(hist), float64(frames)/float64(calls))},
+		{bootShape{{depth, calls}}, fmt.Sprintf("%d kasan_save_stack calls of %d frames", calls, depth)},
+	} {
+		var out bytes.Buffer
+		if err := predictBoot(&out, c.shape, o); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range []string{c.head, "\n  fp ", "\n  scs ", "fp/scs collection cost: "} {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("-boot output lacks %q:\n%s", w, out.String())
+			}
 		}
 	}
-	if _, err := parseBootShape("10"); err == nil {
-		t.Error("-boot 10: no error")
+	if b, err := parseBootShape("3:10,5:2"); err != nil || len(b) != 2 || b[1] != (bootDepth{5, 2}) {
+		t.Errorf("-boot 3:10,5:2: %v, %v", b, err)
 	}
-	if _, err := parseBootShape("0,5"); err == nil {
-		t.Error("-boot 0,5: no error")
+	for _, bad := range []string{"10", "0,5", "3:0", "3:1 3:2", "x:1", ""} {
+		if _, err := parseBootShape(bad); err == nil {
+			t.Errorf("-boot %q: no error", bad)
+		}
 	}
 }

@@ -21,10 +21,11 @@
 //
 //	go run ./examples/kasan [-record scs|fp|none] [-policy thread_info|on-stack|per-cpu] [-pac] [-ops N] [-profile FILE]
 //
-// With -boot CALLS,DEPTH it prints only the model's prediction for a real
-// KASAN boot of that shape (testdata/kernel/kasan.sh counts both): what
-// CALLS recordings of DEPTH frames cost with the SCS copy and with the FP
-// walk, each the whole kasan_save_stack.
+// With -boot CALLS,DEPTH, or -boot "D:N D:N ..." (N recordings of D
+// frames each, the histogram testdata/kernel/kasan.sh's kernels print), it
+// prints only the model's prediction for a real KASAN boot of that shape:
+// what those recordings cost with the SCS copy and with the FP walk, each
+// the whole kasan_save_stack.
 package main
 
 import (
@@ -56,7 +57,7 @@ func main() {
 	flag.IntVar(&o.ops, "ops", 20000, "operations of the model's random workload")
 	flag.IntVar(&o.liveIters, "live", 2000, "allocations per goroutine of the live workload")
 	flag.StringVar(&o.profile, "profile", "", "write the live tracker's allocation profile (pprof format) to this file")
-	flag.StringVar(&o.boot, "boot", "", "CALLS,DEPTH: only print the model's cost of CALLS recordings of DEPTH frames by each technique (a real KASAN boot's shape, from testdata/kernel/kasan.sh)")
+	flag.StringVar(&o.boot, "boot", "", "CALLS,DEPTH or \"D:N D:N ...\": only print the model's cost of that many recordings of that many frames by each technique (a real KASAN boot's shape: testdata/kernel/kasan.sh's kernels print the histogram)")
 	flag.Parse()
 	if o.boot != "" {
 		b, err := parseBootShape(o.boot)
