@@ -136,3 +136,40 @@ func TestSCSFramesAllocs(t *testing.T) {
 		t.Error("no frames")
 	}
 }
+
+// TestAppendFrames checks that AppendFrames is the Frames loop: the same
+// frames after what dst held, and on a walk that fails part-way the
+// frames before the failure with its error.
+func TestAppendFrames(t *testing.T) {
+	c := recursing(t, 4096, 5)
+	for _, m := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
+		src, err := c.Source(m, machine.SaveOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []unwind.Frame
+		var wantErr error
+		for f, err := range src.Frames() {
+			if err != nil {
+				wantErr = err
+				break
+			}
+			want = append(want, f)
+		}
+		head := []unwind.Frame{{PC: 1}}
+		got, err := src.AppendFrames(head)
+		if err != wantErr || !slices.Equal(got[1:], want) || got[0].PC != 1 || len(want) == 0 {
+			t.Errorf("%v: AppendFrames = %d frames, %v; Frames %d, %v", m, len(got)-1, err, len(want), wantErr)
+		}
+	}
+	// A GCS of 7 bytes, not a whole entry: no frame, the error.
+	bad := unwind.NewGCSSource(make([]byte, 7), 0x1000, 0x1000, unwind.SourceOptions{})
+	got, err := bad.AppendFrames(nil)
+	var loopErr error
+	for _, e := range bad.Frames() {
+		loopErr = e
+	}
+	if len(got) != 0 || err == nil || err.Error() != fmt.Sprint(loopErr) {
+		t.Errorf("a broken source: %d frames, %v; Frames ends with %v", len(got), err, loopErr)
+	}
+}

@@ -226,6 +226,20 @@ func (src *Source) Frames() iter.Seq2[Frame, error] {
 	}
 }
 
+// AppendFrames appends src's frames ([Source.Frames]) to dst and returns
+// the extended slice with the error the walk ended with, if any: the
+// frames before the error are kept, as a dump reader reports a walk that
+// failed part-way.
+func (src *Source) AppendFrames(dst []Frame) ([]Frame, error) {
+	for f, err := range src.Frames() {
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, f)
+	}
+	return dst, nil
+}
+
 // gcsFrames yields the entries of a GCS as frames: origin fp.OriginGCS,
 // Addr the slot (GCS entries carry no PAC: Raw is PC).
 func gcsFrames(v *gcsview.View) iter.Seq2[Frame, error] {

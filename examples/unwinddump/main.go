@@ -206,14 +206,7 @@ func sourceFrames(src *unwind.Source, err error) ([]unwind.Frame, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []unwind.Frame
-	for f, err := range src.Frames() {
-		if err != nil {
-			return out, err
-		}
-		out = append(out, f)
-	}
-	return out, nil
+	return src.AppendFrames(nil)
 }
 
 // dispatch recognises the first file by its content and dumps it.

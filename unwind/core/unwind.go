@@ -48,12 +48,9 @@ func (c *Core) Frames(t *Thread, method unwind.Method) ([]unwind.Frame, error) {
 			data = r.Bytes()[t.SCSBase-r.Base:]
 		}
 		v := scs.NewSnapshotView(data, t.SCSBase, t.Regs.X[18], c.Layout)
-		var out []unwind.Frame
-		for f, err := range unwind.NewSCSSource(&v, unwind.SourceOptions{Symbolizer: c.sym}).Frames() {
-			if err != nil {
-				return out, c.walkErr(t, "shadow call stack copy", err)
-			}
-			out = append(out, f)
+		out, err := unwind.NewSCSSource(&v, unwind.SourceOptions{Symbolizer: c.sym}).AppendFrames(nil)
+		if err != nil {
+			return out, c.walkErr(t, "shadow call stack copy", err)
 		}
 		return out, nil
 	case unwind.MethodFP:
@@ -104,12 +101,9 @@ func (c *Core) gcsFrames(t *Thread) ([]unwind.Frame, error) {
 	if err := c.f.ReadAt(data, gcspr); err != nil {
 		return nil, c.walkErr(t, "GCS copy: read its segment", err)
 	}
-	var out []unwind.Frame
-	for f, err := range unwind.NewGCSSource(data, gcspr, gcspr, unwind.SourceOptions{Symbolizer: c.sym}).Frames() {
-		if err != nil {
-			return out, c.walkErr(t, "GCS copy", err)
-		}
-		out = append(out, f)
+	out, err := unwind.NewGCSSource(data, gcspr, gcspr, unwind.SourceOptions{Symbolizer: c.sym}).AppendFrames(nil)
+	if err != nil {
+		return out, c.walkErr(t, "GCS copy", err)
 	}
 	return out, nil
 }

@@ -45,14 +45,14 @@ func (c *CPU) Compare(opts SaveOptions) (*TruthComparison, error) {
 		if err != nil {
 			return nil, err
 		}
-		scsF, cmp.SCSErr = collectFrames(src)
+		scsF, cmp.SCSErr = src.AppendFrames(nil)
 	}
 	if c.m.cfg.FramePointers {
 		src, err := c.Source(unwind.MethodFP, all)
 		if err != nil {
 			return nil, err
 		}
-		fpF, cmp.FPErr = collectFrames(src)
+		fpF, cmp.FPErr = src.AppendFrames(nil)
 	}
 	es := c.truth()
 	if len(es) == 0 {
@@ -163,17 +163,4 @@ func (cmp *TruthComparison) String() string {
 	var b strings.Builder
 	cmp.Format(&b)
 	return b.String()
-}
-
-// collectFrames returns all of src's frames and the error its walk ended
-// with.
-func collectFrames(src *unwind.Source) ([]unwind.Frame, error) {
-	var out []unwind.Frame
-	for f, err := range src.Frames() {
-		if err != nil {
-			return out, err
-		}
-		out = append(out, f)
-	}
-	return out, nil
 }
