@@ -4,7 +4,7 @@
 # (-cpu max has FEAT_GCS), runs src/ built with -DGCS_CRASH (every
 # scenario faults at its capture point instead of stopping for gdb) with
 # GCS enabled, and sends each core back over the serial console (gzip +
-# base64). The cores are trimmed by kcoregen/ into cores/SCENARIO.core.gz
+# base64). The cores are trimmed by testdata/cores/gen -gcs into cores/SCENARIO.core.gz
 # with cores/manifest.txt; cores/gcs-core.sym.gz is the executable's
 # symbol table (code and debug information dropped). It runs outside CI:
 # it needs the sid tree (see capture.sh), Go on the host, a network the
@@ -145,7 +145,7 @@ mkdir -p "$out"
 rm -f "$out"/*.core.gz "$out"/*.gdb.txt
 gzip -9 -n -c "$work/gcs-core.sym" >"$out/gcs-core.sym.gz"
 for sc in $SCENARIOS; do
-	(cd "$root" && go run ./testdata/arm64/gcs/kcoregen "$raw/$sc.core" "$out/$sc.core.gz")
+	(cd "$root" && go run ./testdata/cores/gen -gcs "$raw/$sc.core" "$out/$sc.core.gz")
 	sed -e 's|/gcs-kcore/|testdata/arm64/gcs/|' "$raw/$sc.gdb.txt" >"$out/$sc.gdb.txt"
 done
 {
