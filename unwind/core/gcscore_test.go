@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/internal/gcscases"
 	"github.com/unwindkit/unwindkit/unwind"
 	"github.com/unwindkit/unwindkit/unwind/core"
 	"github.com/unwindkit/unwindkit/unwind/gcs"
@@ -72,16 +73,6 @@ func names(co *core.Core, fs []unwind.Frame) []string {
 	return out
 }
 
-func without(chain []string, drop ...string) []string {
-	out := slices.Clone(chain)
-	for _, n := range drop {
-		if i := slices.Index(out, n); i >= 0 {
-			out = slices.Delete(out, i, i+1)
-		}
-	}
-	return out
-}
-
 // TestGCSCoresThreeTechniques unwinds the crashing thread of each real
 // core with the GCS copy (NT_ARM_GCS's GCSPR_EL0 over the GCS mapping),
 // the SCS copy and the FP walk side by side, each against the chain from
@@ -98,7 +89,6 @@ func without(chain []string, drop ...string) []string {
 //     longjmp two dead slots.
 //   - FP: leaf_mid and asm_mid.
 func TestGCSCoresThreeTechniques(t *testing.T) {
-	glibc := []string{"__libc_start_call_main", "__libc_start_main", "_start", "start_thread", "thread_start"}
 	for _, sc := range []string{"chain", "leaf", "noframe", "recurse", "signal", "longjmp", "thread"} {
 		t.Run(sc, func(t *testing.T) {
 			co := loadGCSCore(t, sc)
@@ -113,18 +103,7 @@ func TestGCSCoresThreeTechniques(t *testing.T) {
 			if got := co.Symbolizer().Func(th.Regs.PC); got != e[0] {
 				t.Fatalf("crashed in %q, want %q", got, e[0])
 			}
-			gcsMiss, scsMiss, fpMiss := []string{e[0], "_start"}, append([]string{e[0]}, glibc...), []string(nil)
-			switch sc {
-			case "leaf":
-				scsMiss = append(scsMiss, "leaf_mid")
-				fpMiss = append(fpMiss, "leaf_mid")
-			case "noframe":
-				scsMiss = append(scsMiss, "asm_mid")
-				fpMiss = append(fpMiss, "asm_mid")
-			case "signal":
-				gcsMiss = append(gcsMiss, "sig_raise")
-				scsMiss = append(scsMiss, "sig_raise")
-			}
+			wantGCS, wantSCS, wantFP := gcscases.Want(sc, e)
 			g, err := co.Frames(th, unwind.MethodGCS)
 			if err != nil {
 				t.Fatalf("GCS copy: %v", err)
@@ -134,8 +113,8 @@ func TestGCSCoresThreeTechniques(t *testing.T) {
 					t.Errorf("GCS frame %+v: origin or slot below GCSPR_EL0 %#x", f, th.GCS.GCSPR)
 				}
 			}
-			if got, want := names(co, g), without(e, gcsMiss...); !slices.Equal(got, want) {
-				t.Errorf("GCS\n got %v\nwant %v", got, want)
+			if got := names(co, g); !slices.Equal(got, wantGCS) {
+				t.Errorf("GCS\n got %v\nwant %v", got, wantGCS)
 			}
 			if sc == "signal" {
 				// Above the trampoline's slot: the signal cap token
@@ -150,10 +129,6 @@ func TestGCSCoresThreeTechniques(t *testing.T) {
 			if err != nil {
 				t.Fatalf("SCS copy: %v", err)
 			}
-			wantSCS := without(e, scsMiss...)
-			if sc == "longjmp" {
-				wantSCS = []string{"lj_after", "lj_top", "lj_mid", "lj_top", "run_longjmp", "main"}
-			}
 			if got := names(co, s); !slices.Equal(got, wantSCS) {
 				t.Errorf("SCS\n got %v\nwant %v", got, wantSCS)
 			}
@@ -161,8 +136,8 @@ func TestGCSCoresThreeTechniques(t *testing.T) {
 			if err != nil {
 				t.Fatalf("FP walk: %v", err)
 			}
-			if got, want := names(co, f), without(e, fpMiss...); !slices.Equal(got, want) {
-				t.Errorf("FP\n got %v\nwant %v", got, want)
+			if got := names(co, f); !slices.Equal(got, wantFP) {
+				t.Errorf("FP\n got %v\nwant %v", got, wantFP)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/unwindkit/unwindkit/fp"
+	"github.com/unwindkit/unwindkit/internal/gcscases"
 	"github.com/unwindkit/unwindkit/unwind"
 	"github.com/unwindkit/unwindkit/unwind/gcs"
 	"github.com/unwindkit/unwindkit/unwind/snapshot"
@@ -131,16 +132,6 @@ func otherNames(t *testing.T, s *snapshot.Snapshot, m unwind.Method) []string {
 	return out
 }
 
-func drop(chain []string, names ...string) []string {
-	out := slices.Clone(chain)
-	for _, n := range names {
-		if i := slices.Index(out, n); i >= 0 {
-			out = slices.Delete(out, i, i+1)
-		}
-	}
-	return out
-}
-
 // TestCapturesThreeTechniques unwinds each real capture (GCC 16, glibc
 // 2.43, qemu-aarch64 11.1 -cpu max) with the GCS copy, the SCS copy and
 // the FP walk side by side, each against the known chain from the source
@@ -160,8 +151,6 @@ func drop(chain []string, names ...string) []string {
 //     function (no frame record: the walk goes from its callee's record to
 //     its caller's caller).
 func TestCapturesThreeTechniques(t *testing.T) {
-	// glibc's frames below main or a thread's function (no SCS pushes).
-	glibc := []string{"__libc_start_call_main", "__libc_start_main", "_start", "start_thread", "thread_start"}
 	for _, c := range loadCaptures(t) {
 		t.Run(c.name, func(t *testing.T) {
 			s := c.s
@@ -173,31 +162,15 @@ func TestCapturesThreeTechniques(t *testing.T) {
 				return // TestCaptureDeep
 			}
 			e := s.Expect
-			gcsMiss, scsMiss, fpMiss := []string{e[0], "_start"}, append([]string{e[0]}, glibc...), []string(nil)
-			switch c.name {
-			case "leaf":
-				scsMiss = append(scsMiss, "leaf_mid")
-				fpMiss = append(fpMiss, "leaf_mid")
-			case "noframe":
-				scsMiss = append(scsMiss, "asm_mid")
-				fpMiss = append(fpMiss, "asm_mid")
-			case "signal":
-				gcsMiss = append(gcsMiss, "sig_raise")
-				scsMiss = append(scsMiss, "sig_raise")
-			}
-			if want := drop(e, gcsMiss...); !slices.Equal(gotGCS, want) {
-				t.Errorf("GCS\n got %v\nwant %v", gotGCS, want)
-			}
-			wantSCS := drop(e, scsMiss...)
-			if c.name == "longjmp" {
-				// lj_deep's and lj_mid's pushes, never popped.
-				wantSCS = []string{"lj_after", "lj_top", "lj_mid", "lj_top", "run_longjmp", "main"}
+			wantGCS, wantSCS, wantFP := gcscases.Want(c.name, e)
+			if !slices.Equal(gotGCS, wantGCS) {
+				t.Errorf("GCS\n got %v\nwant %v", gotGCS, wantGCS)
 			}
 			if got := otherNames(t, s, unwind.MethodSCS); !slices.Equal(got, wantSCS) {
 				t.Errorf("SCS\n got %v\nwant %v", got, wantSCS)
 			}
-			if got, want := otherNames(t, s, unwind.MethodFP), drop(e, fpMiss...); !slices.Equal(got, want) {
-				t.Errorf("FP\n got %v\nwant %v", got, want)
+			if got := otherNames(t, s, unwind.MethodFP); !slices.Equal(got, wantFP) {
+				t.Errorf("FP\n got %v\nwant %v", got, wantFP)
 			}
 		})
 	}
