@@ -76,7 +76,9 @@ func predictBoot(w io.Writer, b bootShape, o options) error {
 				if rb, _, err = bootRecording(rec, least, o); err != nil || rb == nil {
 					return fmt.Errorf("-boot: no recording of %d frames: %v", least, err)
 				}
-				clamped += bd.calls * boolInt(i == 0)
+				if i == 0 {
+					clamped += bd.calls
+				}
 				minDepth = least
 			}
 			loops = append(loops, rb.All)
@@ -114,13 +116,6 @@ func predictBoot(w io.Writer, b bootShape, o options) error {
 		fmt.Fprintf(w, "  %d calls were shallower than the model's shallowest recording (%d frames) and are timed at it\n", clamped, minDepth)
 	}
 	return nil
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // bootRecording finds the model path whose recording keeps depth frames

@@ -230,7 +230,7 @@ func checkScenario(t *testing.T, cp *kcapture.Capture, k *kernel.Kernel, s *kcap
 	// A kernel whose dynamic shadow call stack is on runs on CPUs without
 	// pointer authentication (it turns the SCS on only there): nothing is
 	// signed. Every other capture's kernel signs with pac-ret.
-	if dyn := kernel.SymAddr(k, "dynamic_scs_enabled") != 0 && k.HasSCS(); dyn != (signed == 0) {
+	if dyn := dynamicSCS(k) && k.HasSCS(); dyn != (signed == 0) {
 		t.Errorf("%s: %d PAC-signed return addresses stripped, dynamic SCS on: %v", s.Name, signed, dyn)
 	}
 	// Every stop is before the stopped function linked its frame record
@@ -294,6 +294,10 @@ var scsOnly = map[string]int{}
 // confirms the frame: the walk is the printed trace (the stopped function
 // prints at the offset of its later call). The old walk reported x30 only
 // at a function's first instruction and lacked this frame.
+// dynamicSCS reports whether k was built with a dynamic shadow call
+// stack (CONFIG_DYNAMIC_SCS defines the static key).
+func dynamicSCS(k *kernel.Kernel) bool { return kernel.SymAddr(k, "dynamic_scs_enabled") != 0 }
+
 func checkX30(t *testing.T, k *kernel.Kernel, s *kcapture.Stop, c *kernel.CPUResult, ws, printed []string) {
 	t.Helper()
 	if !k.HasSCS() || c.SCSErr != nil {
@@ -303,7 +307,7 @@ func checkX30(t *testing.T, k *kernel.Kernel, s *kcapture.Stop, c *kernel.CPURes
 	// push where the compiler put paciasp, which the kernel rewrote at boot
 	// (read from the dump's text, not the vmlinux's): no signing, the push
 	// at +0. Every other SCS kernel signs, then pushes.
-	dynamic := kernel.SymAddr(k, "dynamic_scs_enabled") != 0
+	dynamic := dynamicSCS(k)
 	if !c.Prologue.PushedUnlinked() || c.Prologue.Func != s.Func || c.Prologue.X30 != kernel.X30Live || (c.Prologue.SignAt < 0) != dynamic || dynamic && c.Prologue.SCSPushAt != 0 {
 		t.Errorf("x30: prologue %v (%v), want %s after its SCS push (dynamic SCS %v: paciasp patched into it), x29 not set", c.Prologue, c.PrologueErr, s.Func, dynamic)
 	}
