@@ -77,6 +77,7 @@ func FuzzSave(f *testing.F) {
 	f.Add([]byte{}, uint8(0))
 	f.Add([]byte("0123456789abcdef"), uint8(1))
 	f.Add(make([]byte, 8*300), uint8(2))
+	f.Add([]byte("01234567\xee\xee\xee\xee\xee\xee\xee\xeeabcdefgh"), uint8(5)) // cut after frame 1
 	f.Fuzz(func(t *testing.T, raw []byte, mode uint8) {
 		tr := make([]uint64, len(raw)/8)
 		for i := range tr {
@@ -106,6 +107,17 @@ func FuzzSave(f *testing.F) {
 		got, err := d.Fetch(h, nil)
 		if err != nil || !slices.Equal(got, want) {
 			t.Fatalf("Fetch = %v, %v; want %v", got, err, want)
+		}
+		// Saved as its producer would cut it (FlagFiltered), the trace
+		// gets the same handle; the input uncut, saved as filtered, is
+		// refused unless the filter would leave it (truncated) whole.
+		if h4, err := d.SaveFlags(want, flags|FlagFiltered); h4 != h || err != nil {
+			t.Fatalf("the cut trace saved as filtered: %v, %v; want %v", h4, err, h)
+		}
+		whole := tr[:min(len(tr), d.maxFrames)]
+		h5, err := d.SaveFlags(tr, flags|FlagFiltered)
+		if cutWhole := len(want) == len(whole); cutWhole != (err == nil) || cutWhole && h5 != h || !cutWhole && !errors.Is(err, ErrNotFiltered) {
+			t.Fatalf("the uncut trace saved as filtered: %v, %v (the filter leaves it whole: %v)", h5, err, cutWhole)
 		}
 		pcs := make([]uintptr, len(tr))
 		for i, v := range tr {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -245,4 +246,35 @@ func TestBootPrediction(t *testing.T) {
 			t.Errorf("-boot %q: no error", bad)
 		}
 	}
+}
+
+// FuzzParseBootShape: -boot's parser never panics, and what it accepts is
+// positive, distinct depths with positive counts, read back the same from
+// its own D:N form.
+func FuzzParseBootShape(f *testing.F) {
+	for _, s := range []string{"20669,18", "7:3 8:71 9:113", "3:10,5:2", "", "3:1 3:2", "9999999999999999999:1", "1:"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, err := parseBootShape(s)
+		if err != nil {
+			if b != nil {
+				t.Fatalf("%q: %v with a shape %v", s, err, b)
+			}
+			return
+		}
+		seen := map[int]bool{}
+		var parts []string
+		for _, d := range b {
+			if d.depth <= 0 || d.calls <= 0 || seen[d.depth] {
+				t.Fatalf("%q: %v", s, b)
+			}
+			seen[d.depth] = true
+			parts = append(parts, fmt.Sprintf("%d:%d", d.depth, d.calls))
+		}
+		again, err := parseBootShape(strings.Join(parts, " "))
+		if err != nil || !slices.Equal(again, b) {
+			t.Fatalf("%q: %v, read back %v, %v", s, b, again, err)
+		}
+	})
 }

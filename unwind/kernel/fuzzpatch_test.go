@@ -15,8 +15,10 @@ import (
 // 6.12 kernel without and one with shadow call stacks, the SCS kernel's
 // stop inside a prologue, a 6.1 IPI stop (each with the BTF of its boot,
 // not edited), one first stop whose own BTF kernel.New reads (edited
-// with the rest of the dump), and the sysrq-t stop of a kernel with a
-// loaded module (Kernel.Modules and the naming of module frames).
+// with the rest of the dump), the sysrq-t stop of a kernel with a
+// loaded module (Kernel.Modules and the naming of module frames), and
+// the sysrq-t stop of 7.2 with a dynamic shadow call stack (meta records,
+// and Kernel.SCSState reading dynamic_scs_enabled from the dump).
 var patchStops = []struct {
 	dir, stop string
 	ownBTF    bool
@@ -27,6 +29,7 @@ var patchStops = []struct {
 	{"../../testdata/kernel/deb-6.1", "l-ipi", false},
 	{"../../testdata/kernel/scs-6.1", "l-syscall", true},
 	{"../../testdata/kernel/deb-6.1-mod", "t", false}, // the module list and its symbols
+	{"../../testdata/kernel/scs-7.2", "t", false},     // meta records; the dynamic SCS's static key
 }
 
 type patchStop struct {
