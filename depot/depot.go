@@ -112,6 +112,13 @@ type Config struct {
 	NoHitCount bool
 }
 
+// MaxFrames returns the most frames d keeps of a trace (Config.MaxFrames,
+// or DefaultMaxFrames): a producer need not make more.
+func (d *Depot) MaxFrames() int {
+	d.table()
+	return d.maxFrames
+}
+
 // Filter returns the Config.Filter d cuts traces with (nil if none), for a
 // producer that cuts its trace while it makes and hashes it and saves it
 // with [FlagFiltered].

@@ -18,8 +18,11 @@ import (
 // A walk that fails part-way stores the frames it had and returns their
 // handle with the unwinder's error; a walk that found no frame stores
 // nothing and returns the zero Handle. A full buf is not an error: the
-// trace is cut at len(buf). If storing fails, the handle is zero and the
-// error wraps the depot's.
+// trace is cut at len(buf), or at d's MaxFrames if that is less: the
+// unwinder stops there, as the kernel's stack_trace_save fills at most its
+// entries (a walk that would fail only beyond the frames d keeps is not
+// an error). If storing fails, the handle is zero and the error wraps the
+// depot's.
 //
 // It reads the stack once: the unwind hashes the frames it stored with
 // d's [depot.HashKey], cutting the trace where d's Filter cuts it in the
@@ -32,12 +35,17 @@ func SaveToDepot(d *depot.Depot, src *Source, buf []uint64, skip int) (depot.Han
 	return StoreHashed(d, buf[:n], h, err)
 }
 
-// SaveForDepot is [SaveHashed] under d's HashKey that also cuts the trace
-// as d's Filter would (after the first frame the filter is true for, the
-// kernel's filter_irq_stacks), in the sweep that hashes it: n is the cut
-// trace's length and h its hash, ready for [StoreHashed]. Without a
-// Filter it is SaveHashed.
+// SaveForDepot is [SaveHashed] under d's HashKey into at most d's
+// MaxFrames of buf that also cuts the trace as d's Filter would (after the
+// first frame the filter is true for, the kernel's filter_irq_stacks), in
+// the sweep that hashes it: n is the cut trace's length and h its hash,
+// ready for [StoreHashed]. Without a Filter it is SaveHashed.
 func SaveForDepot(d *depot.Depot, src *Source, buf []uint64, skip int) (n int, h depot.Hash, err error) {
+	// Frames past MaxFrames the depot would drop, and hash the rest
+	// again: the unwinder does not make them.
+	if m := d.MaxFrames(); len(buf) > m {
+		buf = buf[:m]
+	}
 	k := d.HashKey()
 	filter := d.Filter()
 	if filter == nil {

@@ -171,3 +171,43 @@ func TestSaveToDepotFiltered(t *testing.T) {
 		t.Errorf("StoreHashed of an uncut trace: %v, want ErrNotFiltered", err)
 	}
 }
+
+// TestSaveToDepotMaxFrames: with a stack deeper than the depot keeps, the
+// unwinder makes only the frames the depot keeps (buf past them is not
+// written), and the handle is the one the depot's own truncation of the
+// whole trace gets.
+func TestSaveToDepotMaxFrames(t *testing.T) {
+	c := recursing(t, 4096, 20)
+	src, err := c.Source(unwind.MethodFP, machine.SaveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := make([]uint64, 64)
+	n, _ := unwind.Save(src, full, 0)
+	const keep = 8
+	if n <= keep {
+		t.Fatalf("%d frames", n)
+	}
+	d, err := depot.New(depot.Config{MaxFrames: keep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.MaxFrames() != keep {
+		t.Fatalf("MaxFrames() = %d", d.MaxFrames())
+	}
+	want, err := d.Save(full[:n])
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]uint64, 64)
+	for i := range buf {
+		buf[i] = 0xdead
+	}
+	h, err := unwind.SaveToDepot(d, src, buf, 0)
+	if err != nil || h != want {
+		t.Fatalf("SaveToDepot = %v, %v; the depot's truncation is %v", h, err, want)
+	}
+	if !slices.Equal(buf[:keep], full[:keep]) || buf[keep] != 0xdead {
+		t.Errorf("buf %#x: want the first %d frames, then nothing written", buf[:keep+1], keep)
+	}
+}
