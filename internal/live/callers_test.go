@@ -255,6 +255,24 @@ func recurse(d, n int) *capture {
 	return recurse(d-1, n)
 }
 
+// recurseInl recurses d levels, every third through inlRecurse, inlined
+// into it: a deep stack in which a third of the frames expand to two
+// logical ones, so that Callers' expansions run out of room in pc again
+// and again, over more than one read-ahead buffer (fastChunk).
+//
+//go:noinline
+func recurseInl(d, n int) *capture {
+	switch {
+	case d <= 0:
+		return captureAll(n)
+	case d%3 == 0:
+		return inlRecurse(d, n)
+	}
+	return recurseInl(d-1, n)
+}
+
+func inlRecurse(d, n int) *capture { return recurseInl(d-2, n) }
+
 // Deferred calls, panics and recover.
 
 //go:noinline
@@ -409,6 +427,7 @@ var scenarios = []struct {
 	{"after-recover", afterRecover, []string{"captureAll", "afterRecover"}, nil},
 	{"sigpanic-defer", inSigpanicDefer, []string{"captureAll", "inSigpanicDefer.func1", "runtime.gopanic", "runtime.sigpanic", "inSigpanicDefer"}, nil},
 	{"deep", func(n int) *capture { return recurse(1100, n) }, []string{"captureAll", "recurse", "recurse"}, nil},
+	{"deep-inlined", func(n int) *capture { return recurseInl(150, n) }, []string{"captureAll", "recurseInl", "inlRecurse", "recurseInl", "recurseInl"}, nil},
 }
 
 func TestCallersMatchesRuntime(t *testing.T) {

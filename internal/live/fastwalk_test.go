@@ -1,0 +1,76 @@
+//go:build amd64 || arm64
+
+package live
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// fastWalk, on crafted chains whose every return address has a planted
+// verdict (itself, an expansion of two or three logical pcs, or hidden),
+// stores what the verdicts say, from every skip and into buffers shorter
+// and longer than the answer, after a raw walk of any length into pc (as
+// Callers' walkProbe leaves it): the expansions that run out of room in
+// place, the read-ahead buffer and its refills, and a first expansion
+// with more than fastChunk return addresses not read yet after it.
+func TestFastWalkModel(t *testing.T) {
+	resetCache()
+	defer resetCache()
+	pass := func(uintptr) bool { return true }
+	const n = 150
+	r := rand.New(rand.NewPCG(3, 4))
+	patterns := map[string]func(i int) int{ // 0 self, 1 many, 2 hidden
+		"self":        func(int) int { return 0 },
+		"dense":       func(i int) int { return (i%3 + 1) % 2 },
+		"first-many":  func(i int) int { return map[bool]int{true: 1}[i == 0] },
+		"mixed":       func(int) int { return []int{0, 0, 0, 1, 2}[r.IntN(5)] },
+		"many-hidden": func(i int) int { return 1 + i%2 },
+	}
+	for name, kindOf := range patterns {
+		resetCache()
+		verdicts := make([][]uintptr, n)
+		f := newFake(2*n + 2)
+		for i := range n {
+			ret := uintptr(0x4a0000 + i*0x40)
+			switch kindOf(i) {
+			case 0:
+				verdicts[i] = []uintptr{ret}
+			case 1:
+				verdicts[i] = []uintptr{ret, ret + 1, ret + 2}[:2+i%2]
+			case 2:
+				verdicts[i] = nil
+			}
+			insert(ret, verdicts[i], false, pass)
+			var next uintptr
+			if i+1 < n {
+				next = f.addr(2 * (i + 1))
+			}
+			f.rec(2*i, next, ret)
+		}
+		var all []uintptr
+		for _, v := range verdicts {
+			all = append(all, v...)
+		}
+		start := f.fp(0)
+		for _, skip := range []int{0, 1, 2, 3, 5, 40, len(all) - 1, len(all), len(all) + 3} {
+			for _, size := range []int{1, 2, 7, 32, 33, 64, 100, len(all), len(all) + 9} {
+				for _, m0 := range []int{1, 3, 40, size} {
+					t.Run(fmt.Sprintf("%s/skip=%d/len=%d/m=%d", name, skip, size, m0), func(t *testing.T) {
+						pc := make([]uintptr, size+1)
+						pc[size] = 0xdead
+						m, why, fp := rawWalk(start, start, pc[:min(m0, size)], 0)
+						got, st := fastWalk(start, fp, skip, pc[:size], m, why)
+						want := all[min(skip, len(all)):]
+						want = want[:min(len(want), size)]
+						if st != walkDone || !slices.Equal(pc[:got], want) || pc[size] != 0xdead {
+							t.Fatalf("status %d, %d pcs %#x\nwant %d pcs %#x (guard %#x)", st, got, pc[:got], len(want), want, pc[size])
+						}
+					})
+				}
+			}
+		}
+	}
+}
