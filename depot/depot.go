@@ -115,7 +115,7 @@ type Config struct {
 // MaxFrames returns the most frames d keeps of a trace (Config.MaxFrames,
 // or DefaultMaxFrames): a producer need not make more.
 func (d *Depot) MaxFrames() int {
-	d.table()
+	d.ready()
 	return d.maxFrames
 }
 
@@ -123,7 +123,7 @@ func (d *Depot) MaxFrames() int {
 // producer that cuts its trace while it makes and hashes it and saves it
 // with [FlagFiltered].
 func (d *Depot) Filter() func(pc uint64) bool {
-	d.table()
+	d.ready()
 	return d.filter
 }
 
@@ -255,6 +255,20 @@ func (d *Depot) table() *table {
 	if t := d.tab.Load(); t != nil {
 		return t
 	}
+	return d.setupZero()
+}
+
+// ready sets up a zero Depot on first use (table without its result, for
+// the accessors that must inline).
+func (d *Depot) ready() {
+	if d.tab.Load() == nil {
+		d.setupZero()
+	}
+}
+
+// setupZero sets up a zero Depot (table's first use, kept out of line so
+// that table inlines).
+func (d *Depot) setupZero() *table {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.tab.Load() == nil {

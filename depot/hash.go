@@ -52,7 +52,7 @@ func (k HashKey) Sum(trace []uint64) Hash {
 
 // HashKey returns d's hash key (setting up a zero Depot).
 func (d *Depot) HashKey() HashKey {
-	d.table()
+	d.ready()
 	return d.hkey
 }
 

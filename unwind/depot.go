@@ -4,10 +4,6 @@ import (
 	"fmt"
 
 	"github.com/unwindkit/unwindkit/depot"
-	"github.com/unwindkit/unwindkit/fp"
-	"github.com/unwindkit/unwindkit/internal/gcsview"
-	"github.com/unwindkit/unwindkit/internal/tracehash"
-	"github.com/unwindkit/unwindkit/scs"
 )
 
 // SaveToDepot is the kernel's kasan_save_stack in one call: it unwinds src
@@ -24,15 +20,35 @@ import (
 // an error). If storing fails, the handle is zero and the error wraps the
 // depot's.
 //
-// It reads the stack once: the unwind hashes the frames it stored with
-// d's [depot.HashKey], cutting the trace where d's Filter cuts it in the
-// same sweep ([SaveForDepot]), and d takes that hash
-// ([depot.Depot.SaveHashed]), so a trace already in d costs the unwind,
-// one sweep of buf, one probe and one compare; d neither hashes nor
-// filters the trace again, nor copies it.
+// It reads the stack once and buf once more. The unwind stores the trace
+// in buf; then one sweep of buf hashes it. With a Filter, that sweep also
+// cuts the trace where the filter cuts it ([SaveForDepot]) and d takes
+// the hash and the cut ([depot.FlagFiltered]), so d neither filters nor
+// hashes the trace again. Without one, the sweep is d's own hash in
+// [depot.Depot.Save]: neither unwinder can hide the hash inside its loop
+// (fp.SaveHashed and scs.SaveHashed say why), so hashing buf in the
+// unwinder would be the same sweep by a longer path. Either way a trace
+// already in d costs the unwind, the sweep, one probe and one compare,
+// and d does not copy it.
 func SaveToDepot(d *depot.Depot, src *Source, buf []uint64, skip int) (depot.Handle, error) {
-	n, h, err := SaveForDepot(d, src, buf, skip)
-	return StoreHashed(d, buf[:n], h, err)
+	// Frames past MaxFrames the depot would drop: the unwinder does not
+	// make them.
+	if m := d.MaxFrames(); len(buf) > m {
+		buf = buf[:m]
+	}
+	if filter := d.Filter(); filter != nil {
+		n, h, err := saveFiltered(src, buf, skip, d.HashKey(), filter)
+		return storeHashed(d, buf[:n], h, depot.FlagFiltered, err)
+	}
+	n, err := Save(src, buf, skip)
+	if n == 0 {
+		return 0, err
+	}
+	hd, derr := d.Save(buf[:n]) // StoreTrace, written out: one call less
+	if derr != nil {
+		return 0, storeError(n, derr)
+	}
+	return hd, err
 }
 
 // SaveForDepot is [SaveHashed] under d's HashKey into at most d's
@@ -47,10 +63,15 @@ func SaveForDepot(d *depot.Depot, src *Source, buf []uint64, skip int) (n int, h
 		buf = buf[:m]
 	}
 	k := d.HashKey()
-	filter := d.Filter()
-	if filter == nil {
-		return SaveHashed(src, buf, skip, k)
+	if filter := d.Filter(); filter != nil {
+		return saveFiltered(src, buf, skip, k, filter)
 	}
+	return SaveHashed(src, buf, skip, k)
+}
+
+// saveFiltered is SaveForDepot with d's filter: the unwind, then one
+// sweep of buf that hashes and cuts.
+func saveFiltered(src *Source, buf []uint64, skip int, k depot.HashKey, filter func(uint64) bool) (n int, h depot.Hash, err error) {
 	n, err = Save(src, buf, skip)
 	h = k.Start()
 	for i, pc := range buf[:n] {
@@ -64,23 +85,13 @@ func SaveForDepot(d *depot.Depot, src *Source, buf []uint64, skip int) (n int, h
 
 // SaveHashed is [Save] that also returns the stored trace's hash under
 // key k (k.Start, then k.Add of each stored frame): the hash
-// [depot.Depot.SaveHashed] takes. Both unwinders fold the stored frames
-// in one sweep of buf right after the unwind (fp.SaveHashed and
-// scs.SaveHashed say why not inside their loops).
+// [depot.Depot.SaveHashed] takes. It hashes the stored frames in one sweep
+// of buf right after the unwind, while they are in the first-level cache
+// (fp.SaveHashed and scs.SaveHashed say why not inside the unwinders'
+// loops); the stack is not read again.
 func SaveHashed(src *Source, buf []uint64, skip int, k depot.HashKey) (int, depot.Hash, error) {
-	var n int
-	var h uint64
-	var err error
-	switch src.method {
-	case MethodSCS:
-		n, h, err = scs.SaveHashed(&src.scs, buf, skip+src.skip, k.Seed, k.Mul)
-	case MethodGCS:
-		n, err = gcsview.Save(&src.gcs, buf, skip+src.skip)
-		h = tracehash.Sum(buf[:n], k.Seed, k.Mul)
-	default:
-		n, h, err = fp.SaveHashed(&src.fp, buf, skip+src.skip, k.Seed, k.Mul)
-	}
-	return n, depot.Hash(h), err
+	n, err := Save(src, buf, skip)
+	return n, k.Sum(buf[:n]), err
 }
 
 // StoreHashed is [StoreTrace] for a trace whose producer hashed it
@@ -90,18 +101,27 @@ func SaveHashed(src *Source, buf []uint64, skip int, k depot.HashKey) (int, depo
 // that is not is refused with depot.ErrNotFiltered; d does not filter it
 // again).
 func StoreHashed(d *depot.Depot, trace []uint64, h depot.Hash, err error) (depot.Handle, error) {
-	if len(trace) == 0 {
-		return 0, err
-	}
 	var flags depot.Flags
 	if d.Filter() != nil {
 		flags = depot.FlagFiltered
 	}
+	return storeHashed(d, trace, h, flags, err)
+}
+
+func storeHashed(d *depot.Depot, trace []uint64, h depot.Hash, flags depot.Flags, err error) (depot.Handle, error) {
+	if len(trace) == 0 {
+		return 0, err
+	}
 	hd, derr := d.SaveHashedFlags(trace, h, flags)
 	if derr != nil {
-		return 0, fmt.Errorf("unwind: storing a %d-frame trace: %w", len(trace), derr)
+		return 0, storeError(len(trace), derr)
 	}
 	return hd, err
+}
+
+// storeError is the error of a depot that refused an n-frame trace.
+func storeError(n int, err error) error {
+	return fmt.Errorf("unwind: storing a %d-frame trace: %w", n, err)
 }
 
 // StoreTrace stores trace, the result of an unwind that ended with err,
@@ -115,7 +135,7 @@ func StoreTrace(d *depot.Depot, trace []uint64, err error) (depot.Handle, error)
 	}
 	h, derr := d.Save(trace)
 	if derr != nil {
-		return 0, fmt.Errorf("unwind: storing a %d-frame trace: %w", len(trace), derr)
+		return 0, storeError(len(trace), derr)
 	}
 	return h, err
 }

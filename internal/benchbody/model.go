@@ -126,8 +126,8 @@ func EntryExit(pol machine.Policy, ctx machine.Context) (func(*testing.B), error
 // SaveToDepotWays are the ways ModelSaveToDepot stores an unwound trace in
 // a depot: "unwind" is the unwind alone (unwind.Save, the floor),
 // "twopass" unwind.Save then depot.Save (the depot hashes the trace
-// again), "onepass" unwind.SaveToDepot (the unwinder hashes as it stores,
-// the depot takes its hash).
+// again), "onepass" unwind.SaveToDepot (one call: the unwind, at most the
+// depot's MaxFrames, and one sweep of the stored frames that hashes them).
 var SaveToDepotWays = []string{"unwind", "twopass", "onepass"}
 
 // ModelSaveToDepot unwinds src (depth frames) and stores the trace in a

@@ -50,8 +50,9 @@ func BenchmarkEntryExit(b *testing.B) {
 
 // BenchmarkSaveToDepot is KASAN's kasan_save_stack on a hit, on the same
 // modelled stacks as BenchmarkModelSave: the unwind alone, unwind then
-// depot.Save (two passes over the trace), and unwind.SaveToDepot (one:
-// the unwinder hashes as it stores).
+// depot.Save (two calls), and unwind.SaveToDepot (one call: the unwind
+// into at most the depot's MaxFrames, then one sweep that hashes the
+// stored frames, and the lookup).
 //
 //	go test -run '^$' -bench SaveToDepot -count 6 ./unwind/machine
 func BenchmarkSaveToDepot(b *testing.B) {
