@@ -300,10 +300,84 @@ func fastWalk(start, fp unsafe.Pointer, skip int, pc []uintptr, m, why int) (int
 		default:
 			return w, walkSlow
 		}
-		// The stack has a frame that does not record just itself (or a
-		// skip): the rest is walked into chunk.
+		if skip == 0 {
+			// The rest, walked and expanded into pc in one loop, as far
+			// as the home slots answer.
+			var held bool
+			if w, why, fp, held = walkExpand(start, fp, pc, w); !held {
+				src, r, inPlace = nil, 0, false
+				continue
+			}
+			// fp is a record whose verdict is not in its home slot: it
+			// and the ones after it go through chunk.
+		}
 		var n int
 		n, why, fp = rawWalk(start, fp, chunk[:min(fastChunk, len(pc)-w)], stopPC.Load())
 		src, r, inPlace = chunk[:n], 0, false
 	}
+}
+
+// walkExpand loads a manyTab entry as the unsafe.Pointer it holds: an
+// atomic.Pointer is that word and nothing else (both bounds fail to
+// compile otherwise).
+var (
+	_ [unsafe.Sizeof(atomic.Pointer[manyEntry]{}) - unsafe.Sizeof(unsafe.Pointer(nil))]struct{}
+	_ [unsafe.Sizeof(unsafe.Pointer(nil)) - unsafe.Sizeof(atomic.Pointer[manyEntry]{})]struct{}
+)
+
+// walkExpand walks the chain from the record fp (which passed the rules)
+// and stores the logical pcs of each record into pc[w:] as the record's
+// home slot gives them: the return address itself, nothing (a hidden
+// wrapper), or the expansion the slot names in manyTab. It stops when pc
+// is full (rawFull, fp the next record, or the record whose expansion did
+// not fit, stored as far as it fits), at the end of the chain (rawEnd),
+// at a record whose next one breaks a rule (rawBad), or, with held set,
+// before a record whose verdict its home slot does not hold (fp that
+// record, not stored: lookup must find it, and the known boundary is
+// never in a home slot). The loop calls nothing, so the stack cannot
+// move under it.
+//
+//go:norace
+//go:nocheckptr
+func walkExpand(start, fp unsafe.Pointer, pc []uintptr, w int) (int, int, unsafe.Pointer, bool) {
+	limit := uintptr(start) + maxStack // limitFor(start), written out: no call
+	if limit < uintptr(start) {
+		limit = ^uintptr(0)
+	}
+	for w < len(pc) {
+		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
+		// homeHash, wordKind, wordIndex and manyTab's Load written out:
+		// no call in this loop, even at -N -l.
+		hw := atomic.LoadUintptr((*uintptr)(unsafe.Pointer(&homeTab[(uint64(ret)*hashMul)>>hashShift])))
+		switch k := kind(hw >> kindShift); {
+		case hw == ret:
+			pc[w] = ret
+			w++
+		case hw&addrMask != ret:
+			return w, rawFull, fp, true
+		case k == kindMany:
+			e := (*manyEntry)(atomic.LoadPointer((*unsafe.Pointer)(unsafe.Pointer(&manyTab[uint32(hw>>addrBits)&indexMask]))))
+			if e == nil || e.ret != ret {
+				return w, rawFull, fp, true
+			}
+			for _, p := range e.pcs {
+				if w == len(pc) {
+					return w, rawFull, fp, false
+				}
+				pc[w] = p
+				w++
+			}
+		case k != kindHidden:
+			return w, rawFull, fp, true
+		}
+		next := *(*unsafe.Pointer)(fp)
+		if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 {
+			if u == 0 {
+				return w, rawEnd, fp, false
+			}
+			return w, rawBad, fp, false
+		}
+		fp = next
+	}
+	return w, rawFull, fp, false
 }

@@ -78,11 +78,14 @@ func TestWalkLoopsCallNothing(t *testing.T) {
 		// The stack ID's one pass: only the load of stopPC, before its
 		// loop (the rotate is an intrinsic even without optimisation).
 		"WalkHash": {"sync/atomic.(*Uintptr).Load"},
+		// fastWalk's walk on past the first frame with inlined calls.
+		"walkExpand": nil,
 	}
 	if race {
 		// The race detector's atomics are calls, but into NOSPLIT
 		// assembly (runtime/race_$GOARCH.s): they cannot grow the stack.
 		allowed["walkProbe"] = append(allowed["walkProbe"], "sync/atomic.LoadUintptr")
+		allowed["walkExpand"] = []string{"sync/atomic.LoadUintptr", "sync/atomic.LoadPointer"}
 	}
 	// unwind/live.CallersFP has FPLoop inlined (a call without
 	// optimisation); before it only FrameAndPC (NOSPLIT assembly) and
