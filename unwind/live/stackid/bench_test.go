@@ -140,18 +140,64 @@ func wsRec(d int, f func()) {
 
 func wsInl(d int, f func()) { wsRec(d-2, f) }
 
+// The ways a contender of BenchmarkWholeStack captures a stack.
+const (
+	wayRuntime   = iota // runtime.Callers
+	wayLive             // live.Callers
+	waySaveFetch        // Table.Save, then Table.Fetch
+)
+
 // errorsCallers is pkg/errors' callers(): runtime.Callers(3, pcs[:32])
 // from a function its constructor calls (skip: runtime.Callers, callers,
-// the constructor).
+// the constructor), into an array on its stack, or the same with
+// live.Callers or the stack ID, called directly as the library would
+// (through a func value the array would escape to the heap, and every
+// contender would pay for an allocation pkg/errors does not make).
 //
 //go:noinline
-func errorsCallers(unwind func(skip int, pc []uintptr) int) int {
+func errorsCallers(way int, tb *stackid.Table) int {
 	var pcs [32]uintptr
-	return unwind(3, pcs[:])
+	switch way {
+	case wayRuntime:
+		return runtime.Callers(3, pcs[:])
+	case wayLive:
+		return live.Callers(3, pcs[:])
+	}
+	h, err := tb.Save(3) // 0 is Save, as 0 is runtime.Callers
+	if err != nil || h == 0 {
+		return -1
+	}
+	n, err := tb.Fetch(h, pcs[:])
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // errorsNew is the constructor (errors.New, inlined into its caller).
-func errorsNew(unwind func(skip int, pc []uintptr) int) int { return errorsCallers(unwind) }
+func errorsNew(way int, tb *stackid.Table) int { return errorsCallers(way, tb) }
+
+// wholeCall captures the stack from its caller into pc, the way way
+// says (zap's and the 128-pc shape: skip 1, the buffer the caller's).
+//
+//go:noinline
+func wholeCall(way int, tb *stackid.Table, pc []uintptr) int {
+	switch way {
+	case wayRuntime:
+		return runtime.Callers(2, pc)
+	case wayLive:
+		return live.Callers(2, pc)
+	}
+	h, err := tb.Save(2)
+	if err != nil || h == 0 {
+		return -1
+	}
+	n, err := tb.Fetch(h, pc)
+	if err != nil {
+		return -1
+	}
+	return n
+}
 
 // wholeShape is one library call shape.
 type wholeShape struct {
@@ -186,27 +232,14 @@ func BenchmarkWholeStack(b *testing.B) {
 				// the recursion makes up the rest of depth.
 				wsRec(sh.depth-6, func() {
 					pc := make([]uintptr, sh.buf)
-					rt := func(skip int, pc []uintptr) int { return runtime.Callers(skip, pc) }
-					lv := func(skip int, pc []uintptr) int { return live.Callers(skip, pc) }
-					save := func(skip int, pc []uintptr) int {
-						h, err := tb.Save(skip) // 0 is Save, as 0 is runtime.Callers
-						if err != nil || h == 0 {
-							return -1
-						}
-						n, err := tb.Fetch(h, pc)
-						if err != nil {
-							return -1
-						}
-						return n
-					}
 					// Each contender's closure runs at the same depth, so
 					// each stores the same count.
 					cs := []contender{
-						{"runtime", func() bool { counts[0] = shapeCall(sh, rt, pc); return counts[0] > 0 }},
-						{"callers", func() bool { counts[1] = shapeCall(sh, lv, pc); return counts[1] == counts[0] }},
+						{"runtime", func() bool { counts[0] = shapeCall(sh, wayRuntime, tb, pc); return counts[0] > 0 }},
+						{"callers", func() bool { counts[1] = shapeCall(sh, wayLive, tb, pc); return counts[1] == counts[0] }},
 						{"onepass", func() bool { h := shapeSave(sh, tb); return h != 0 }},
 						{"callersfp", func() bool { n, err := live.CallersFP(1, pc); counts[3] = n; return err == nil }},
-						{"savefetch", func() bool { counts[2] = shapeCall(sh, save, pc); return counts[2] == counts[0] }},
+						{"savefetch", func() bool { counts[2] = shapeCall(sh, waySaveFetch, tb, pc); return counts[2] == counts[0] }},
 					}
 					ns = sideBySide(b, cs, 64)
 				})
@@ -252,9 +285,9 @@ func errorsSave(tb *stackid.Table) depot.Handle {
 }
 
 // shapeCall captures the stack the library's way.
-func shapeCall(sh wholeShape, unwind func(skip int, pc []uintptr) int, pc []uintptr) int {
+func shapeCall(sh wholeShape, way int, tb *stackid.Table, pc []uintptr) int {
 	if sh.name == "errors" {
-		return errorsNew(unwind)
+		return errorsNew(way, tb)
 	}
-	return unwind(1, pc[:sh.buf])
+	return wholeCall(way, tb, pc[:sh.buf])
 }
