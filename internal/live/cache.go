@@ -66,7 +66,23 @@ const (
 // published.
 type manyEntry struct {
 	ret uintptr
-	pcs []uintptr // logical pcs, innermost first
+	pcs []uintptr // logical pcs, innermost first: pair[:2] if there are two
+	// pair holds an expansion of two pcs (one call inlined, the most
+	// common), so that walkExpand reads them from the entry itself
+	// rather than through pcs.
+	pair [2]uintptr
+}
+
+// newManyEntry returns the entry of ret's expansion pcs (copied).
+func newManyEntry(ret uintptr, pcs []uintptr) *manyEntry {
+	e := &manyEntry{ret: ret}
+	if len(pcs) == len(e.pair) {
+		copy(e.pair[:], pcs)
+		e.pcs = e.pair[:]
+	} else {
+		e.pcs = append([]uintptr(nil), pcs...)
+	}
+	return e
 }
 
 // cacheTab is the cache; a test replaces it (withCache) to shrink it or to
@@ -240,7 +256,7 @@ func insert(ret uintptr, shown []uintptr, slow bool, pass func(uintptr) bool) (r
 		w = word(ret, kindSelf, 0)
 	default:
 		i := (manyNext.Add(1) - 1) % manyCap
-		manyTab[i].Store(&manyEntry{ret: ret, pcs: append([]uintptr(nil), shown...)})
+		manyTab[i].Store(newManyEntry(ret, shown))
 		w = word(ret, kindMany, i)
 	}
 	learnedAddrs.Add(1)

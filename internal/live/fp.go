@@ -360,6 +360,11 @@ func walkExpand(start, fp unsafe.Pointer, pc []uintptr, w int) (int, int, unsafe
 			if e == nil || e.ret != ret {
 				return w, rawFull, fp, true
 			}
+			if len(e.pcs) == len(e.pair) && w+len(e.pair) <= len(pc) {
+				pc[w], pc[w+1] = e.pair[0], e.pair[1]
+				w += len(e.pair)
+				break
+			}
 			for _, p := range e.pcs {
 				if w == len(pc) {
 					return w, rawFull, fp, false
