@@ -42,7 +42,13 @@ func Callers(skip int, pc []uintptr) int {
 			return n
 		}
 	}
-	n, st := fastWalk(start, fp, skip, pc, m, why)
+	n, st, ok := 0, 0, false
+	if miss != 0 {
+		n, st, ok = expandWalk(start, skip, pc)
+	}
+	if !ok {
+		n, st = fastWalk(start, fp, skip, pc, m, why)
+	}
 	switch st {
 	case walkDone:
 		return n

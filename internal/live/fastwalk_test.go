@@ -9,13 +9,27 @@ import (
 	"testing"
 )
 
+// skipFrames is how many physical frames of the verdicts the skip of
+// logical frames passes over entirely.
+func skipFrames(verdicts [][]uintptr, skip int) int {
+	for i, v := range verdicts {
+		if len(v) > skip {
+			return i
+		}
+		skip -= len(v)
+	}
+	return len(verdicts)
+}
+
 // fastWalk, on crafted chains whose every return address has a planted
 // verdict (itself, an expansion of two or three logical pcs, or hidden),
 // stores what the verdicts say, from every skip and into buffers shorter
 // and longer than the answer, after a raw walk of any length into pc (as
 // Callers' walkProbe leaves it): the expansions that run out of room in
 // place, the read-ahead buffer and its refills, and a first expansion
-// with more than fastChunk return addresses not read yet after it.
+// with more than fastChunk return addresses not read yet after it; and
+// expandWalk the same, which drops the skip by the verdicts first (up to
+// maxFastSkip frames; beyond, it must decline and leave pc alone).
 func TestFastWalkModel(t *testing.T) {
 	resetCache()
 	defer resetCache()
@@ -67,6 +81,22 @@ func TestFastWalkModel(t *testing.T) {
 						want = want[:min(len(want), size)]
 						if st != walkDone || !slices.Equal(pc[:got], want) || pc[size] != 0xdead {
 							t.Fatalf("status %d, %d pcs %#x\nwant %d pcs %#x (guard %#x)", st, got, pc[:got], len(want), want, pc[size])
+						}
+						// expandWalk, from the start, as Callers calls it
+						// after walkProbe met a frame with inlined calls.
+						clear(pc[:size])
+						got, st, ok := expandWalk(start, skip, pc[:size])
+						if !ok {
+							if drop := skipFrames(verdicts, skip); drop <= maxFastSkip {
+								t.Fatalf("expandWalk declined a skip of %d frames", drop)
+							}
+							if slices.ContainsFunc(pc[:size], func(p uintptr) bool { return p != 0 }) {
+								t.Fatalf("expandWalk declined after storing %#x", pc[:size])
+							}
+							return
+						}
+						if st != walkDone || !slices.Equal(pc[:got], want) || pc[size] != 0xdead {
+							t.Fatalf("expandWalk: status %d, %d pcs %#x\nwant %d pcs %#x (guard %#x)", st, got, pc[:got], len(want), want, pc[size])
 						}
 					})
 				}

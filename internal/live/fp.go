@@ -204,10 +204,17 @@ const fastChunk = 32
 // as fastWalk did, cost a copy of the rest of pc per expansion: 23% of a
 // whole stack of 100 frames).
 func fastWalk(start, fp unsafe.Pointer, skip int, pc []uintptr, m, why int) (int, int) {
+	return fastWalkAt(start, fp, skip, pc, 0, m, why)
+}
+
+// fastWalkAt is fastWalk (w 0) or, with w == m, its continuation: pc[:w]
+// already answered, nothing left to read in pc, fp the record to go on
+// from (which passed the rules).
+func fastWalkAt(start, fp unsafe.Pointer, skip int, pc []uintptr, w, m, why int) (int, int) {
 	var chunk [fastChunk]uintptr
 	src := pc[:m]   // the return addresses to read: src[r:]
 	inPlace := true // src is pc[:m], from start: a store at w must not pass r
-	r, w := 0, 0    // w: logical pcs stored in pc[:w]
+	r := w          // w: logical pcs stored in pc[:w]
 	for {
 		for r < len(src) {
 			if skip == 0 {
@@ -315,6 +322,67 @@ func fastWalk(start, fp unsafe.Pointer, skip int, pc []uintptr, m, why int) (int
 		n, why, fp = rawWalk(start, fp, chunk[:min(fastChunk, len(pc)-w)], stopPC.Load())
 		src, r, inPlace = chunk[:n], 0, false
 	}
+}
+
+// homeExpansion returns the expansion of ret if hw, its home slot's word,
+// is ret's kindMany word and its manyTab entry is still ret's; else nil.
+func homeExpansion(ret, hw uintptr) []uintptr {
+	if hw&addrMask != ret || wordKind(hw) != kindMany {
+		return nil
+	}
+	return expansionOf(ret, hw)
+}
+
+// expandWalk is Callers when walkProbe met a frame after the first that
+// does not record just itself (a frame with inlined calls, most often):
+// it drops the skip by the cache's verdicts (SkipIDFrames), stores the
+// expansion of the first frame kept less the logical frames the skip
+// takes of it, and walks and expands the rest in walkExpand's loop,
+// leaving to fastWalk only a record whose verdict its home slot does not
+// hold. ok is false, with pc untouched, when the skip cannot be dropped
+// that way (a verdict missing or slow, a broken record, a skip beyond
+// maxFastSkip frames): fastWalk answers from walkProbe's walk then.
+func expandWalk(start unsafe.Pointer, skip int, pc []uintptr) (n, st int, ok bool) {
+	fp, cut, ok := SkipIDFrames(start, skip+1)
+	if !ok {
+		return 0, 0, false
+	}
+	w := 0
+	if cut > 0 {
+		// The skip ends inside this frame's expansion.
+		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
+		pcs := homeExpansion(ret, homeTab[homeHash(ret)].Load())
+		if pcs == nil {
+			k, many, found := lookup(ret) // a call: fp moves with the stack
+			if !found || k != kindMany {
+				return 0, 0, false
+			}
+			pcs = many
+		}
+		w = copy(pc, pcs[cut:])
+		if w == len(pc) {
+			return w, walkDone, true
+		}
+		limit := limitFor(start)
+		next := *(*uintptr)(fp)
+		switch {
+		case next == 0:
+			return w, walkDone, true
+		case next <= uintptr(fp) || next >= limit || next&(ptrSize-1) != 0:
+			return w, walkSlow, true
+		}
+		fp = *(*unsafe.Pointer)(fp) // the word just checked, as a pointer
+	}
+	w, why, fp, held := walkExpand(start, fp, pc, w)
+	if held {
+		n, st = fastWalkAt(start, fp, 0, pc, w, w, rawFull)
+		return n, st, true
+	}
+	switch why {
+	case rawFull, rawEnd:
+		return w, walkDone, true
+	}
+	return w, walkSlow, true
 }
 
 // walkExpand loads a manyTab entry as the unsafe.Pointer it holds: an

@@ -117,8 +117,14 @@ func SkipIDFrames(start unsafe.Pointer, skip int) (fp unsafe.Pointer, cut int, o
 			return nil, 0, false
 		}
 		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
-		if homeTab[homeHash(ret)].Load() == ret {
+		if hw := homeTab[homeHash(ret)].Load(); hw == ret {
 			rem--
+		} else if pcs := homeExpansion(ret, hw); pcs != nil {
+			// A frame with inlined calls, named by its home slot.
+			if len(pcs) > rem {
+				return fp, rem, true
+			}
+			rem -= len(pcs)
 		} else {
 			// lookup is a call, which may move the stack: fp is adjusted
 			// with it (an unsafe.Pointer), and the bound is computed from
