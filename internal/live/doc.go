@@ -44,7 +44,10 @@
 // steps, and a bounded overflow map, so that a stack is learned once
 // whatever its addresses hash to; a learning pass never evicts what it has
 // confirmed. Under 2 MiB in all. A hit costs one compare with the address's
-// home slot, done inside the walk loop, off the walk's chain of loads.
+// home slot, done inside the walk loop, off the walk's chain of loads; past
+// the first frame with inlined calls, a frame whose home slot names its
+// expansion is expanded in the same loop (walkExpand), with no second pass
+// and no moving of the addresses not read yet.
 // A working set larger than the cache is detected (learning passes that
 // evict from recently filled buckets) and answered by plain runtime.Callers
 // for a while (adapt.go).
