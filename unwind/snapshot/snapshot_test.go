@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/unwindkit/unwindkit/internal/gcscases"
 	"github.com/unwindkit/unwindkit/unwind"
 )
 
@@ -38,16 +39,6 @@ func names(t testing.TB, s *Snapshot, method unwind.Method) ([]string, []unwind.
 	return out, fs
 }
 
-func drop(chain []string, names ...string) []string {
-	out := slices.Clone(chain)
-	for _, n := range names {
-		if i := slices.Index(out, n); i >= 0 {
-			out = slices.Delete(out, i, i+1)
-		}
-	}
-	return out
-}
-
 // TestSnapshotsPublicAPI unwinds every committed real capture through
 // Load and Source with both techniques: each symbolizes to the
 // known chain minus exactly what its rules say it cannot see (the SCS
@@ -74,11 +65,11 @@ func TestSnapshotsPublicAPI(t *testing.T) {
 				scsMiss = append(scsMiss, "sig_raise")
 			}
 			gotFP, fpFrames := names(t, s, unwind.MethodFP)
-			if want := drop(s.Expect, fpMiss...); !slices.Equal(gotFP, want) {
+			if want := gcscases.Without(s.Expect, fpMiss...); !slices.Equal(gotFP, want) {
 				t.Errorf("FP\n got %v\nwant %v", gotFP, want)
 			}
 			gotSCS, scsFrames := names(t, s, unwind.MethodSCS)
-			if want := drop(s.Expect, scsMiss...); !slices.Equal(gotSCS, want) {
+			if want := gcscases.Without(s.Expect, scsMiss...); !slices.Equal(gotSCS, want) {
 				t.Errorf("SCS\n got %v\nwant %v", gotSCS, want)
 			}
 			// The explanation lines the two up: every SCS frame is matched
