@@ -240,11 +240,9 @@ func fastWalkAt(start, fp unsafe.Pointer, skip int, pc []uintptr, w, m, why int)
 			ret := src[r]
 			k, pcs := kindSelf, []uintptr(nil)
 			if hw := homeTab[homeHash(ret)].Load(); hw != ret {
-				if hw&addrMask == ret && wordKind(hw) == kindMany {
-					pcs = expansionOf(ret, hw)
+				if pcs = homeExpansion(ret, hw); pcs != nil {
 					k = kindMany
-				}
-				if pcs == nil {
+				} else {
 					var ok bool
 					if k, pcs, ok = lookup(ret); !ok {
 						if !cacheable(ret) {
