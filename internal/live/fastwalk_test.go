@@ -104,3 +104,72 @@ func TestFastWalkModel(t *testing.T) {
 		}
 	}
 }
+
+// expandWalk on any chain (fuzzStack's: records that end the chain, break
+// a rule or link on), with planted verdicts for every return address
+// (itself, two or three pcs, hidden): when it does not decline, it stores
+// exactly the logical pcs of the records rawWalk reads, less the skip,
+// as far as pc holds them, never past len(pc); it says done when the
+// chain ended or pc filled, and slow when a broken record came first;
+// when it declines, pc is untouched.
+func FuzzExpandWalk(f *testing.F) {
+	f.Add([]byte{2, 4, 6, 8, 0xff}, []byte{0, 1, 2}, uint8(0), uint8(16))
+	f.Add([]byte{2, 4, 6, 9, 10}, []byte{1, 1, 0}, uint8(3), uint8(5))
+	f.Add([]byte{2, 4, 0x90}, []byte{3}, uint8(1), uint8(40))
+	f.Fuzz(func(t *testing.T, links, kinds []byte, skip, size uint8) {
+		resetCache()
+		defer resetCache()
+		pass := func(uintptr) bool { return true }
+		const words = 64
+		fk := fuzzStack(words, links)
+		start := fk.fp(0)
+		phys := make([]uintptr, words)
+		n, why, _ := rawWalk(start, start, phys, 0)
+		var all []uintptr // the logical pcs of every record read
+		for i, ret := range phys[:n] {
+			var v []uintptr
+			k := byte(0)
+			if len(kinds) > 0 {
+				k = kinds[i%len(kinds)] % 4
+			}
+			switch k {
+			case 0:
+				v = []uintptr{ret}
+			case 1:
+				v = []uintptr{ret, ret + 0x101}
+			case 2:
+				v = []uintptr{ret, ret + 0x101, ret + 0x202}
+			}
+			insert(ret, v, false, pass)
+			all = append(all, v...)
+		}
+		s, m := int(skip%24), int(size%48)
+		pc := make([]uintptr, m+1)
+		pc[m] = 0xdead
+		got, st, ok := expandWalk(start, s, pc[:m])
+		if pc[m] != 0xdead {
+			t.Fatalf("expandWalk wrote beyond len(pc)")
+		}
+		if !ok {
+			if slices.ContainsFunc(pc[:m], func(p uintptr) bool { return p != 0 }) {
+				t.Fatalf("expandWalk declined after storing %#x", pc[:m])
+			}
+			return
+		}
+		want := all[min(s, len(all)):]
+		switch {
+		case len(want) >= m:
+			if st != walkDone || !slices.Equal(pc[:got], want[:m]) {
+				t.Fatalf("pc full: status %d, %#x, want %#x", st, pc[:got], want[:m])
+			}
+		case why == rawEnd:
+			if st != walkDone || !slices.Equal(pc[:got], want) {
+				t.Fatalf("chain end: status %d, %#x, want %#x", st, pc[:got], want)
+			}
+		default:
+			if st != walkSlow {
+				t.Fatalf("broken chain (%d): status %d, %#x", why, st, pc[:got])
+			}
+		}
+	})
+}

@@ -376,8 +376,9 @@ func expandWalk(start unsafe.Pointer, skip int, pc []uintptr) (n, st int, ok boo
 		n, st = fastWalkAt(start, fp, 0, pc, w, w, rawFull)
 		return n, st, true
 	}
-	switch why {
-	case rawFull, rawEnd:
+	if w == len(pc) || why == rawFull || why == rawEnd {
+		// A full pc is the answer, as in fastWalk, whatever the record
+		// after the last one stored.
 		return w, walkDone, true
 	}
 	return w, walkSlow, true
