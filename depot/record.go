@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/unwindkit/unwindkit/internal/depotview"
 	"github.com/unwindkit/unwindkit/internal/errs"
 	"github.com/unwindkit/unwindkit/internal/tracehash"
 )
@@ -490,17 +491,8 @@ func (d *Depot) evictLocked(p *pool, off int, st uint64, loc uint32) bool {
 
 // countHit counts a hit in the shard of the calling goroutine, whose stack
 // holds the variable at p (see stackShard).
-func (d *Depot) countHit(p unsafe.Pointer) { d.hits[stackShard(p)].n.Add(1) }
+func (d *Depot) countHit(p unsafe.Pointer) { d.hits[stackShard(uintptr(p))].n.Add(1) }
 
 // stackShard picks the hit-counter shard of the calling goroutine from the
-// address p of one of its stack variables. A shard must stay with its
-// goroutine: a shard picked per save (by the trace's hash) is written by
-// every goroutine in turn, so its cache line moves between the cores on
-// about every other hit, which cost 5 to 30 ns a hit on two goroutines.
-// Goroutine stacks are disjoint (2 KiB apart at the least), so two
-// goroutines counting at once share a shard with probability 1/hitShards,
-// as two CPUs never share a per-CPU counter in the kernel. A stack that
-// moves (grows) takes another shard, which is harmless.
-func stackShard(p unsafe.Pointer) uintptr {
-	return uintptr(uint64(uintptr(p)>>10) * 0x9e3779b97f4a7c15 >> (64 - hitShardBits))
-}
+// address p of one of its stack variables (see depotview.Shard).
+func stackShard(p uintptr) uintptr { return depotview.Shard(p, hitShardBits) }
