@@ -76,8 +76,15 @@ func TestWalkLoopsCallNothing(t *testing.T) {
 			"sync/atomic.(*Uintptr).Load"},
 		"skipRecords": nil,
 		// The stack ID's one pass: only the load of stopPC, before its
-		// loop (the rotate is an intrinsic even without optimisation).
-		"WalkHash": {"sync/atomic.(*Uintptr).Load"},
+		// loop (the rotate is an intrinsic even without optimisation);
+		// WalkHash is walkHashOn from frame 0, and WalkGuess calls it for
+		// the first frames, before its own loop.
+		"walkHashOn": {"sync/atomic.(*Uintptr).Load"},
+		"WalkHash":   {"live.walkHashOn"},
+		// the chance and CAS of a hit's confidence after its loop.
+		"(*IDs).WalkGuess": {"live.walkHashOn", "sync/atomic.(*Uintptr).Load", "sync/atomic.(*Uint64).Load",
+			"live.(*IDs).roll", "sync/atomic.(*Uint64).CompareAndSwap", "depotview.Shard", "tracehash.Finish",
+			"live.hintSlot", "depotview.(*Layout).Frames"}, // the last three: without optimisation
 		// fastWalk's walk on past the first frame with inlined calls.
 		"walkExpand": nil,
 	}

@@ -21,13 +21,18 @@ import (
 // calls, nothing for a hidden wrapper), as fastWalk expands it.
 //
 // The common case, skip 1 (the caller of the public Save), is one pass:
-// walkHash walks the chain from the public Save's frame record, storing
-// each return address and hashing it as it goes (the depot's hash,
+// WalkGuess walks the chain from the public Save's frame record, hashing
+// its first hintFrames return addresses; their hash picks a hint, the
+// record of a stack seen before that began the same way, and the walk
+// compares each further return address with the hint's frame as it reads
+// it. If they agree to the end, the hint is the stack's record: a hit
+// with no lookup. Otherwise Resume finishes the walk into a buffer,
+// storing and hashing each return address (the depot's hash,
 // internal/tracehash, written out in the loop), and the depot's lookup
-// with that hash compares the one candidate. A hit returns its handle: the
-// record was checked when it was stored, and verdicts never change (an
-// address returns into one function at one inline depth for the life of
-// the program).
+// with that hash compares the one candidate. A hit returns its handle:
+// the record was checked when it was stored, and verdicts never change
+// (an address returns into one function at one inline depth for the life
+// of the program).
 //
 // Everything else is ResolveID's: a miss (a new stack), any other skip, a
 // chain that breaks a rule or reaches the cgo boundary, race builds. It
@@ -53,50 +58,235 @@ const idSlack = 64
 // race builds, where Callers is runtime.Callers).
 const FastIDs = !raceEnabled
 
-// WalkHash is the public Save's one pass (stackid.Table.Save): it stores
-// the return addresses of the records from fp on (start, the frame record
-// of the public Save, or where SkipIDFrames arrived from it) into rec until
-// rec is full or the chain ends, hashing each one as it stores it
-// (tracehash.Step, written out: the loop calls nothing, even at -N -l),
-// and returns the count and the running hash. The first word carries cut,
-// the logical frames to drop from the first frame's expansion. ok is false
-// if the walk stopped at a record that broke a rule or at the known cgo
-// boundary, or if the first address does not fit below the record's tags:
-// then only ResolveID can say what to store.
+// WalkHash stores the return addresses of the records from fp on (start,
+// the frame record of the public Save, or where SkipIDFrames arrived from
+// it) into rec until rec is full or the chain ends, hashing each one as it
+// stores it (tracehash.Step, written out: the loop calls nothing, even at
+// -N -l), and returns the count and the running hash. The first word
+// carries cut, the logical frames to drop from the first frame's
+// expansion. ok is false if the walk stopped at a record that broke a rule
+// or at the known cgo boundary, or if the first address does not fit
+// below the record's tags: then only ResolveID can say what to store.
+// (WalkGuess is the public Save's pass; this is it with no guess.)
 //
 //go:norace
 //go:nocheckptr
 func WalkHash(start, fp unsafe.Pointer, cut int, rec []uint64, seed, mul uint64) (n int, h uint64, ok bool) {
-	if len(rec) == 0 {
-		return 0, 0, false
-	}
+	n, h, _, why := walkHashOn(start, fp, cut, 0, seed, rec, mul)
+	return n, h, why != walkBroken
+}
+
+// How walkHashOn stopped.
+const (
+	walkEnd    = iota // at the end of the chain
+	walkFull          // rec is full; the chain may go on
+	walkBroken        // at a record that broke a rule, the boundary, or a wide first address
+)
+
+// walkHashOn is WalkHash from record fp on, as frame n of the walk (the
+// frames before it already in rec, hashing to h): it returns the frames
+// stored, their hash, the next record when rec filled (its pointer
+// checked by the rules, its words not read) and why it stopped. The loop
+// calls nothing, even at -N -l; the bound is computed from start, so a
+// caller may have called anything before.
+//
+//go:norace
+//go:nocheckptr
+func walkHashOn(start, fp unsafe.Pointer, cut, n int, h uint64, rec []uint64, mul uint64) (int, uint64, unsafe.Pointer, int) {
 	stop := stopPC.Load()
 	limit := min(uintptr(start), ^uintptr(0)-maxStack) + maxStack // limitFor(start), clamped
-	h = seed
-	// The first record, with the cut in its word (the loop's body, peeled).
-	ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
-	next := *(*unsafe.Pointer)(fp)
-	w0 := uint64(ret) | uint64(cut)<<addrBits
-	rec[0] = w0
-	t := w0 * mul
-	h = bits.RotateLeft64(h, tracehash.Rot) ^ t ^ t>>tracehash.Fold
-	ok = ret < addrMask && ret != stop
-	if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
-		return 1, h, ok && u == 0
-	}
-	fp = next
-	for n := 1; n < len(rec); n++ {
+	for ; n < len(rec); n++ {
 		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
 		next := *(*unsafe.Pointer)(fp)
-		rec[n] = uint64(ret)
-		t := uint64(ret) * mul
+		w := uint64(ret)
+		if n == 0 {
+			if ret >= addrMask {
+				return 1, 0, nil, walkBroken
+			}
+			w |= uint64(cut) << addrBits
+		}
+		rec[n] = w
+		t := w * mul
 		h = bits.RotateLeft64(h, tracehash.Rot) ^ t ^ t>>tracehash.Fold
 		if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
-			return n + 1, h, ok && u == 0 && ret != stop
+			if u != 0 || ret == stop {
+				return n + 1, h, nil, walkBroken
+			}
+			return n + 1, h, nil, walkEnd
 		}
 		fp = next
 	}
-	return len(rec), h, ok
+	return n, h, fp, walkFull
+}
+
+// WalkGuess is the public Save's one pass: WalkHash, guessing the record
+// after hintFrames frames (see hintFrames), with no buffer but the first
+// frames': on a hit the guess's frames are the stack's. It returns the
+// record's handle and hit true, or, in g, where it stopped: Resume
+// finishes the walk from there into a buffer.
+//
+//go:norace
+//go:nocheckptr
+func (ids *IDs) WalkGuess(start, fp unsafe.Pointer, cut int, g *Guess) (hd uint32, hit bool) {
+	k := min(ids.MaxFrames, hintFrames)
+	g.off0, g.cut, g.k = uintptr(fp)-uintptr(start), cut, k
+	stop := stopPC.Load()
+	limit := min(uintptr(start), ^uintptr(0)-maxStack) + maxStack // limitFor(start), clamped
+	// The first k frames, as walkHashOn walks them (written out: a call
+	// here costs more than the loop).
+	h, mul := ids.Seed, ids.Mul
+	n := 0
+	for ; n < k; n++ {
+		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
+		next := *(*unsafe.Pointer)(fp)
+		w := uint64(ret)
+		if n == 0 {
+			if ret >= addrMask {
+				g.n, g.why = 1, walkBroken
+				return 0, false
+			}
+			w |= uint64(cut) << addrBits
+		}
+		g.first[n] = w
+		t := w * mul
+		h = bits.RotateLeft64(h, tracehash.Rot) ^ t ^ t>>tracehash.Fold
+		if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
+			g.n, g.h, g.why = n+1, h, walkEnd
+			if u != 0 || ret == stop {
+				g.why = walkBroken
+			}
+			return 0, false
+		}
+		fp = next
+	}
+	g.n, g.h, g.why = n, h, walkFull
+	if k == ids.MaxFrames {
+		return 0, false
+	}
+	g.off = uintptr(fp) - uintptr(start)
+	var e uint64
+	slot, tag := hintSlot(h)
+	if ids.hints != nil {
+		e = ids.hints[slot].Load()
+	}
+	if e>>hintTagShift != tag || e&hintConfMask < hintGuessConf {
+		return 0, false
+	}
+	gn := min(int(e>>32&(1<<9-1)), ids.MaxFrames)
+	hd = uint32(e)
+	gf := ids.layout.Frames(hd)
+	g.guess = hd
+	// The frames are compared, not hashed: Resume hashes them from the
+	// guess if it is wrong.
+	for ; n < ids.MaxFrames; n++ {
+		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
+		next := *(*unsafe.Pointer)(fp)
+		if n >= gn || uint64(ret) != *(*uint64)(unsafe.Add(gf, n*8)) {
+			g.n, g.off = n, uintptr(fp)-uintptr(start) // wrong from this record on
+			return 0, false
+		}
+		if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
+			if u != 0 || ret == stop {
+				g.why, g.off = walkBroken, 0
+				return 0, false
+			}
+			n++
+			g.why, g.off = walkEnd, 0
+			break
+		}
+		fp = next
+	}
+	if n == gn && *(*[hintFrames]uint64)(gf) == g.first {
+		if e&hintConfMask != hintConfMask && ids.roll()%hintOdds == 0 {
+			ids.hints[slot].CompareAndSwap(e, e+1<<hintConfShift) // right: surer
+		}
+		return hd, true
+	}
+	g.n, g.off = n, 0
+	return 0, false
+}
+
+// A Guess is where WalkGuess stopped without a hit. It holds no pointers
+// (its stores need no write barriers in WalkGuess): the record to go on
+// from is an offset from the walk's start, which a stack move keeps.
+type Guess struct {
+	first [hintFrames]uint64 // the first k frames
+	k, n  int                // frames walked: the first k, then n-k equal to the guess's
+	h     uint64             // the hash of the first k
+	guess uint32             // the guess's handle
+	off   uintptr            // the record to go on from, as frame n, less start (0: the walk is over)
+	why   int                // how the walk stopped, if it is over
+	off0  uintptr            // the first record, less start
+	cut   int
+}
+
+// OK reports whether Resume can finish the walk: false if it stopped at a
+// record that broke a rule or at the boundary, or the first address is
+// wide (then only ResolveID can say what to store).
+func (g *Guess) OK() bool { return g.why != walkBroken }
+
+// Resume finishes the walk of g from start (the frame record of the
+// public Save) into rec (MaxFrames long), as WalkHash would have walked
+// it, and returns WalkHash's results. The caller then looks the record up
+// (directly, not through Lookup: a func value would make rec, on its
+// stack, escape) and, if it is found, makes it the guess (SetHint).
+//
+//go:norace
+//go:nocheckptr
+func (ids *IDs) Resume(start unsafe.Pointer, g *Guess, rec []uint64) (int, uint64, bool) {
+	if g.why == walkBroken {
+		return 0, 0, false
+	}
+	if g.off != 0 && g.n == g.k {
+		// Nothing compared: one loop from the first record (a second
+		// one for the rest of the frames would cost more than the
+		// first frames again).
+		n, h, _, why := walkHashOn(start, unsafe.Add(start, g.off0), g.cut, 0, ids.Seed, rec, ids.Mul)
+		return n, h, why != walkBroken
+	}
+	copy(rec, g.first[:g.k])
+	h := g.h
+	if g.n > g.k {
+		copy(rec[g.k:g.n], unsafe.Slice((*uint64)(ids.layout.Frames(g.guess)), g.n)[g.k:])
+		h = tracehash.Sum(rec[g.k:g.n], h, ids.Mul)
+	}
+	if g.off == 0 {
+		return g.n, h, true
+	}
+	n, h, _, why := walkHashOn(start, unsafe.Add(start, g.off), 0, g.n, h, rec, ids.Mul)
+	return n, h, why != walkBroken
+}
+
+// SetHint tells the slot of a walk's record that a save found it in the
+// depot under handle hd, n frames long, without the slot's guess (g is
+// where WalkGuess stopped): by the chances of hintFrames, if the slot
+// holds the record, it is surer; if it holds another, less sure, or, at
+// 0, it takes the record. An empty slot takes it at once.
+func (ids *IDs) SetHint(g *Guess, n int, hd uint32) {
+	if ids.hints == nil || g.k != hintFrames || n <= hintFrames || hd == 0 {
+		return
+	}
+	slot, tag := hintSlot(g.h)
+	e := uint64(hd) | uint64(n)<<32 | tag<<hintTagShift
+	s := &ids.hints[slot]
+	old := s.Load()
+	if old == 0 {
+		s.CompareAndSwap(0, e|1<<hintConfShift)
+		return
+	}
+	// One save in hintOdds moves the slot: less sure at once, or, by
+	// chance again, surer or another hint.
+	r := ids.roll()
+	if r%hintOdds != 0 {
+		return
+	}
+	r /= hintOdds
+	if next := nextHint(old, e); next != old {
+		same := next&^hintConfMask == old&^hintConfMask
+		if same && (next < old || r%hintOdds == 0) || !same && r/hintOdds%hintReplaceOdds == 0 {
+			s.CompareAndSwap(old, next)
+		}
+	}
 }
 
 // SkipIDFrames drops skip-1 logical frames of the walk from start (the

@@ -15,6 +15,25 @@ func WalkHash(start, fp unsafe.Pointer, cut int, rec []uint64, seed, mul uint64)
 	return 0, 0, false
 }
 
+// WalkGuess finds nothing: there is no walk here.
+func (ids *IDs) WalkGuess(start, fp unsafe.Pointer, cut int, g *Guess) (uint32, bool) {
+	return 0, false
+}
+
+// A Guess is where WalkGuess stopped: nowhere here.
+type Guess struct{}
+
+// OK is false: there is no walk here.
+func (g *Guess) OK() bool { return false }
+
+// Resume returns ok false: there is no walk here.
+func (ids *IDs) Resume(start unsafe.Pointer, g *Guess, rec []uint64) (int, uint64, bool) {
+	return 0, 0, false
+}
+
+// SetHint does nothing: there are no guesses here.
+func (ids *IDs) SetHint(g *Guess, n int, hd uint32) {}
+
 // SkipIDFrames returns ok false: there is no walk here.
 func SkipIDFrames(start unsafe.Pointer, skip int) (unsafe.Pointer, int, bool) { return nil, 0, false }
 

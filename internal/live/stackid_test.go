@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/unwindkit/unwindkit/depot"
+	"github.com/unwindkit/unwindkit/internal/depotview"
 )
 
 // The stack-ID engine is tested here through testSaveID, the public
@@ -29,7 +31,7 @@ func newTestIDs(maxFrames int) (*depot.Depot, *IDs) {
 		panic(err)
 	}
 	k := d.HashKey()
-	return d, &IDs{
+	ids := &IDs{
 		Seed: k.Seed, Mul: k.Mul, MaxFrames: maxFrames, walkInRace: true,
 		Lookup: func(rec []uint64, h uint64) (uint32, bool) {
 			hd, ok := d.LookupHashed(rec, depot.Hash(h))
@@ -40,6 +42,8 @@ func newTestIDs(maxFrames int) (*depot.Depot, *IDs) {
 			return uint32(hd), err
 		},
 	}
+	ids.UseDepot(depotview.Of(d))
+	return d, ids
 }
 
 // idResult is what testSaveID returned, and the table it used.
@@ -65,10 +69,16 @@ func testSaveID(skip int) idResult {
 			fp, cut, ok = SkipIDFrames(start, skip)
 		}
 		if ok {
+			var g Guess
+			if hd, hit := testIDs.WalkGuess(start, fp, cut, &g); hit {
+				testIDs.CountHit()
+				return idResult{hd, nil, testDepot, testIDs}
+			}
 			var buf [maxIDFrames]uint64
 			rec := buf[:testIDs.MaxFrames]
-			if n, h, ok := WalkHash(start, fp, cut, rec, testIDs.Seed, testIDs.Mul); ok {
+			if n, h, ok := testIDs.Resume(start, &g, rec); ok {
 				if hd, hit := testDepot.LookupHashed(rec[:n], depot.Hash(h)); hit {
+					testIDs.SetHint(&g, n, uint32(hd))
 					return idResult{uint32(hd), nil, testDepot, testIDs}
 				}
 			}
@@ -77,6 +87,10 @@ func testSaveID(skip int) idResult {
 	h, err := ResolveID(start, skip, testIDs)
 	return idResult{h, err, testDepot, testIDs}
 }
+
+// testLookups counts the depot lookups of testSaveIDOn (the saves its
+// guess did not find).
+var testLookups atomic.Int64
 
 // testSaveIDOn is testSaveID on another table.
 //
@@ -91,10 +105,17 @@ func testSaveIDOn(d *depot.Depot, ids *IDs, skip int) idResult {
 			fp, cut, ok = SkipIDFrames(start, skip)
 		}
 		if ok {
+			var g Guess
+			if hd, hit := ids.WalkGuess(start, fp, cut, &g); hit {
+				ids.CountHit()
+				return idResult{hd, nil, d, ids}
+			}
 			var buf [maxIDFrames]uint64
 			rec := buf[:ids.MaxFrames]
-			if n, h, ok := WalkHash(start, fp, cut, rec, ids.Seed, ids.Mul); ok {
+			if n, h, ok := ids.Resume(start, &g, rec); ok {
+				testLookups.Add(1)
 				if hd, hit := d.LookupHashed(rec[:n], depot.Hash(h)); hit {
+					ids.SetHint(&g, n, uint32(hd))
 					return idResult{uint32(hd), nil, d, ids}
 				}
 			}

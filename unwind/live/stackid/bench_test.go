@@ -291,3 +291,103 @@ func shapeCall(sh wholeShape, way int, tb *stackid.Table, pc []uintptr) int {
 	}
 	return wholeCall(way, tb, pc[:sh.buf])
 }
+
+// forkSave saves the stack from d frames of recursion below it; the
+// recursion's frame at fork (from Save's caller, 0) makes its call from
+// one of two call sites, as which says, so two values of which make two
+// stacks that differ only in that frame. bits, if not negative, instead
+// chooses the call site of every frame by its bit i (frames past 12
+// taking bit 0 onward again), for 4,096 stacks that share at most their
+// first frames. With tb nil it saves with two passes into dp
+// (live.Callers into pc, then depot.SavePCs), with dp nil too not at all.
+//
+//go:noinline
+func forkSave(tb *stackid.Table, dp *depot.Depot, pc []uintptr, d, fork, which, bits int) depot.Handle {
+	if d == 0 {
+		switch {
+		case tb != nil:
+			h, _ := tb.Save(1)
+			return h
+		case dp != nil:
+			h, _ := dp.SavePCs(pc[:live.Callers(1, pc)])
+			return h
+		}
+		return 1 // the recursion alone
+	}
+	if d == fork && which == 1 || bits >= 0 && bits>>(d%12)&1 == 1 {
+		return forkSave(tb, dp, pc, d-1, fork, which, bits)
+	}
+	return forkSave(tb, dp, pc, d-1, fork, which, bits)
+}
+
+// BenchmarkStackIDGuess measures the guess of Table.Save on stacks of 32
+// frames kept (of 40), side by side: hit, one stack (the guess right);
+// late and early, two stacks saved in turn that differ in frame 30 or 5
+// and share their hint slot (its guesses wrong for one of them); many,
+// 4,096 stacks in turn whose frames differ from frame 0 to 12 (256 to a
+// hint slot); the same four with two passes (live.Callers, then
+// depot.SavePCs; twopass-*); and the recursions that make the stacks,
+// alone (one for the two stacks, one for the 4,096). Each *-save metric
+// is a contender's time less its recursion's.
+//
+//	go test -run '^$' -bench StackIDGuess -count 5 ./unwind/live/stackid
+func BenchmarkStackIDGuess(b *testing.B) {
+	tb, err := stackid.New(depot.Config{MaxFrames: 32})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dp, err := depot.New(depot.Config{MaxFrames: 32})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pc := make([]uintptr, 32)
+	var turn, i int
+	type shape struct {
+		name                string
+		fork, which, stacks int
+	}
+	shapes := []shape{{"hit", 30, 0, 1}, {"late", 30, -1, 2}, {"early", 5, -1, 2}, {"many", -1, 0, 4096}}
+	call := func(sh shape, tb *stackid.Table, dp *depot.Depot) bool {
+		which, bits := sh.which, -1
+		switch {
+		case sh.stacks == 2:
+			turn ^= 1
+			which = turn
+		case sh.stacks > 2:
+			i++
+			bits = int(uint32(i) * 2654435761 % 4096)
+		}
+		return forkSave(tb, dp, pc, 40, sh.fork, which, bits) != 0
+	}
+	var cs []contender
+	for _, sh := range shapes {
+		cs = append(cs, contender{sh.name, func() bool { return call(sh, tb, nil) }})
+	}
+	for _, sh := range shapes {
+		cs = append(cs, contender{"twopass-" + sh.name, func() bool { return call(sh, nil, dp) }})
+	}
+	cs = append(cs,
+		contender{"recursion", func() bool { return call(shapes[1], nil, nil) }},
+		contender{"recursion-many", func() bool { return call(shapes[3], nil, nil) }})
+	var ns []float64
+	atDepth(8, func() {
+		// Every stack stored before the timing.
+		for range 4096 * 2 {
+			for _, c := range cs {
+				c.fn()
+			}
+		}
+		ns = sideBySide(b, cs, 256)
+	})
+	rec, recMany := ns[len(cs)-2], ns[len(cs)-1]
+	for j, c := range cs[:len(cs)-2] {
+		base := rec
+		if j%4 == 3 {
+			base = recMany
+		}
+		b.ReportMetric(ns[j]-base, c.name+"-save-ns")
+	}
+	b.ReportMetric(rec, "recursion-ns")
+	b.ReportMetric(recMany, "recursion-many-ns")
+	b.ReportMetric(0, "ns/op")
+}

@@ -9,9 +9,16 @@
 //
 // What is deduplicated is the physical chain of return addresses, at most
 // the depot's MaxFrames of them from the first frame the skip keeps. A
-// stack seen before costs the walk, the hash (a multiply, a shift, a
-// rotate and two xors a frame, in the walk's shadow) and the depot's
-// lookup: one probe and one compare of the stored frames. A new stack is
+// stack seen again and again costs the walk and a compare of each return
+// address with the stored frame, in the walk's shadow: the hash of its
+// first four frames picks a guess, the record of a stack that began the
+// same way, and a right guess needs no lookup. Otherwise (a stack seen
+// seldom, or one that shares its first frames with others saved in turn,
+// whose guesses the Table learns not to make) the walk hashes each return
+// address as it stores it (a multiply, a shift, a rotate and two xors a
+// frame) and the depot looks the stack up: one probe and one compare of
+// the stored frames. Either way a stack seen before costs no allocation.
+// The guesses take 32 KiB per Table. A new stack is
 // checked once against unwind/live's Callers for it before it is stored,
 // and the verdicts of its frames that do not record just themselves
 // (inlined calls, hidden wrappers) are kept in the Table, so that a fetch
@@ -32,6 +39,7 @@ import (
 	"unsafe"
 
 	"github.com/unwindkit/unwindkit/depot"
+	"github.com/unwindkit/unwindkit/internal/depotview"
 	ilive "github.com/unwindkit/unwindkit/internal/live"
 )
 
@@ -70,6 +78,7 @@ func New(cfg depot.Config) (*Table, error) {
 	if t.ids.MaxFrames == 0 {
 		t.ids.MaxFrames = depot.DefaultMaxFrames
 	}
+	t.ids.UseDepot(depotview.Of(d))
 	return t, nil
 }
 
@@ -88,26 +97,34 @@ func New(cfg depot.Config) (*Table, error) {
 func (t *Table) Save(skip int) (depot.Handle, error) {
 	start, _ := ilive.FrameAndPC()
 	if ilive.FastIDs && skip >= 1 {
-		// One pass: the walk hashes as it stores; the depot compares the
-		// one candidate. (internal/live's testSaveID is this body.)
+		// One pass: the walk compares with a guess, or hashes as it
+		// stores and the depot compares the one candidate.
+		// (internal/live's testSaveID is this body.)
 		fp, cut, ok := start, 0, true
 		if skip > 1 {
 			fp, cut, ok = ilive.SkipIDFrames(start, skip)
 		}
 		if ok {
-			var h depot.Handle
-			var hit bool
-			// A buffer no larger than needed: it is zeroed every call.
-			switch m := t.ids.MaxFrames; {
-			case m <= 16:
-				h, hit = t.find16(start, fp, cut)
-			case m <= 64:
-				h, hit = t.find64(start, fp, cut)
-			default:
-				h, hit = t.find256(start, fp, cut)
+			var g ilive.Guess
+			if h, hit := t.ids.WalkGuess(start, fp, cut, &g); hit {
+				t.ids.CountHit()
+				return depot.Handle(h), nil
 			}
-			if hit {
-				return h, nil
+			if g.OK() {
+				var h depot.Handle
+				var hit bool
+				// A buffer no larger than needed: it is zeroed every call.
+				switch m := t.ids.MaxFrames; {
+				case m <= 16:
+					h, hit = t.find16(start, &g)
+				case m <= 64:
+					h, hit = t.find64(start, &g)
+				default:
+					h, hit = t.find256(start, &g)
+				}
+				if hit {
+					return h, nil
+				}
 			}
 		}
 	}
@@ -115,43 +132,48 @@ func (t *Table) Save(skip int) (depot.Handle, error) {
 	return depot.Handle(h), err
 }
 
-// find16, find64 and find256 walk from fp (the first frame kept of the
-// walk from start) into a buffer of their size and look the record up.
+// find16, find64 and find256 finish the walk of g (from start, the frame
+// record of Save) into a buffer of their size and look the record up.
 
 //go:noinline
 //go:norace
 //go:nocheckptr
-func (t *Table) find16(start, fp unsafe.Pointer, cut int) (depot.Handle, bool) {
+func (t *Table) find16(start unsafe.Pointer, g *ilive.Guess) (depot.Handle, bool) {
 	var buf [16]uint64
-	return t.find(start, fp, cut, buf[:t.ids.MaxFrames])
+	return t.find(start, g, buf[:t.ids.MaxFrames])
 }
 
 //go:noinline
 //go:norace
 //go:nocheckptr
-func (t *Table) find64(start, fp unsafe.Pointer, cut int) (depot.Handle, bool) {
+func (t *Table) find64(start unsafe.Pointer, g *ilive.Guess) (depot.Handle, bool) {
 	var buf [64]uint64
-	return t.find(start, fp, cut, buf[:t.ids.MaxFrames])
+	return t.find(start, g, buf[:t.ids.MaxFrames])
 }
 
 //go:noinline
 //go:norace
 //go:nocheckptr
-func (t *Table) find256(start, fp unsafe.Pointer, cut int) (depot.Handle, bool) {
+func (t *Table) find256(start unsafe.Pointer, g *ilive.Guess) (depot.Handle, bool) {
 	var buf [depot.MaxFramesLimit]uint64
-	return t.find(start, fp, cut, buf[:t.ids.MaxFrames])
+	return t.find(start, g, buf[:t.ids.MaxFrames])
 }
 
-// find is the one pass into rec: the walk and the depot's lookup.
+// find finishes the walk of g into rec and looks the record up; a record
+// found becomes the guess for the stacks that start as it does.
 //
 //go:norace
 //go:nocheckptr
-func (t *Table) find(start, fp unsafe.Pointer, cut int, rec []uint64) (depot.Handle, bool) {
-	n, h, ok := ilive.WalkHash(start, fp, cut, rec, t.ids.Seed, t.ids.Mul)
+func (t *Table) find(start unsafe.Pointer, g *ilive.Guess, rec []uint64) (depot.Handle, bool) {
+	n, h, ok := t.ids.Resume(start, g, rec)
 	if !ok {
 		return 0, false
 	}
-	return t.d.LookupHashed(rec[:n], depot.Hash(h))
+	hd, hit := t.d.LookupHashed(rec[:n], depot.Hash(h))
+	if hit {
+		t.ids.SetHint(g, n, uint32(hd))
+	}
+	return hd, hit
 }
 
 // Fetch stores in pc the program counters of the stack saved under h, as

@@ -105,32 +105,52 @@ func saveTwice(tb *stackid.Table) (depot.Handle, depot.Handle) {
 
 func inlinedSave(tb *stackid.Table) depot.Handle { h, _ := tb.Save(2); return h }
 
+// forkPair saves two stacks that share their first frames (those of
+// forked) and differ in the call of forked's outermost frame, so that each
+// finds the other's guess.
+//
+//go:noinline
+func forkPair(tb *stackid.Table) (depot.Handle, depot.Handle) {
+	return forked(tb, 6), forked(tb, 6)
+}
+
+//go:noinline
+func forked(tb *stackid.Table, d int) depot.Handle {
+	if d == 0 {
+		h, _ := tb.Save(1)
+		return h
+	}
+	return forked(tb, d-1)
+}
+
 // A known stack costs no allocation and takes the same handle, with skip 1
-// and with a skip that cuts into an inlined frame.
+// and with a skip that cuts into an inlined frame, and so do two that take
+// each other's guess in turn.
 func TestSaveKnownStackNoAlloc(t *testing.T) {
 	tb, err := stackid.New(depot.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var a0, b0 depot.Handle
+	var a0, b0, c0, d0 depot.Handle
 	runs := 0
 	allocs := testing.AllocsPerRun(100, func() { // its warm-up from one call site, its runs from another
 		a, b := saveTwice(tb)
+		c, d := forkPair(tb)
 		if runs++; runs == 2 {
-			a0, b0 = a, b
+			a0, b0, c0, d0 = a, b, c, d
 		}
 		if runs == 1 {
 			return
 		}
-		if a == 0 || b == 0 || a != a0 || b != b0 {
-			t.Fatalf("handles %v %v, first %v %v", a, b, a0, b0)
+		if a == 0 || b == 0 || a != a0 || b != b0 || c == 0 || c == d || c != c0 || d != d0 {
+			t.Fatalf("handles %v %v %v %v, first %v %v %v %v", a, b, c, d, a0, b0, c0, d0)
 		}
 	})
 	_, err = live.CallersFP(0, nil)
 	if onePass := !raceBuild && !errors.Is(err, live.ErrNotSupported); onePass && allocs != 0 {
 		t.Fatalf("%v allocations saving known stacks", allocs)
 	}
-	if s := tb.Stats(); s.Depot.InUse != 4 { // two stacks at each of AllocsPerRun's two call sites
-		t.Fatalf("%d stacks stored, want 4", s.Depot.InUse)
+	if s := tb.Stats(); s.Depot.InUse != 8 { // four stacks at each of AllocsPerRun's two call sites
+		t.Fatalf("%d stacks stored, want 8", s.Depot.InUse)
 	}
 }

@@ -1,0 +1,230 @@
+//go:build amd64 || arm64
+
+package live
+
+import (
+	"runtime"
+	"slices"
+	"testing"
+
+	"github.com/unwindkit/unwindkit/depot"
+	"github.com/unwindkit/unwindkit/internal/tracehash"
+)
+
+// WalkGuess and Resume, on any chain (fuzzStack's, which may break the
+// rules) with a guess planted in the chain's hint slot under the chain's
+// own tag (as a key colliding with it would be): the chain's own record,
+// one that differs in one frame (among the first hintFrames or after),
+// one a frame shorter or longer, or none; the slot contended (the guess
+// hashing as it compares) or not. WalkGuess must hit exactly when
+// the guess is the stack's record, never for a walk that broke a rule, a
+// hit must keep the slot's hint, and Resume must return what WalkHash
+// returns (the same frames, hash and ok).
+func FuzzWalkGuess(f *testing.F) {
+	long := []byte{2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 0xff}
+	for v := range uint8(5) {
+		f.Add(long, uint8(7), v, uint8(6), true)
+		f.Add(long, uint8(39), v, uint8(1), false)
+		f.Add(long, uint8(20), v, uint8(130), true) // confidence 2
+		f.Add(long, uint8(20), v, uint8(70), true)  // 1: no guess
+	}
+	f.Add([]byte{2, 4, 6, 8, 10, 13, 0xff}, uint8(20), uint8(0), uint8(0), true) // broken after 5
+	f.Add([]byte{2, 4, 6, 8, 10, 12, 0x90}, uint8(20), uint8(0), uint8(0), true) // not above
+	f.Fuzz(func(t *testing.T, links []byte, mf, variant, pos uint8, storeOwn bool) {
+		const words = 64
+		fk := fuzzStack(words, links)
+		start := fk.fp(0)
+		m := 1 + int(mf%40)
+		d, ids := newTestIDs(m)
+		rec := make([]uint64, m)
+		n, h, ok := WalkHash(start, start, 0, rec, ids.Seed, ids.Mul)
+		want := slices.Clone(rec[:n])
+		var guess []uint64
+		switch variant % 5 {
+		case 0:
+			guess = slices.Clone(want)
+		case 1:
+			guess = slices.Clone(want)
+			guess[int(pos)%len(guess)] ^= 0x10
+		case 2:
+			if len(want) > 1 {
+				guess = slices.Clone(want[:len(want)-1])
+			}
+		case 3:
+			if len(want) < m {
+				guess = append(slices.Clone(want), 0x1234)
+			}
+		}
+		save := func(w []uint64) uint32 {
+			hd, err := d.SaveHashed(w, depot.Hash(tracehash.Sum(w, ids.Seed, ids.Mul)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return uint32(hd)
+		}
+		if storeOwn {
+			save(want)
+		}
+		var gh uint32
+		planted := guess != nil && len(want) >= hintFrames
+		if planted {
+			gh = save(guess)
+			slot, tag := hintSlot(tracehash.Sum(want[:hintFrames], ids.Seed, ids.Mul))
+			ids.hints[slot].Store(uint64(gh) | uint64(len(guess))<<32 | uint64(pos>>6)<<hintConfShift | tag<<hintTagShift)
+		}
+		wantHd, wantFound := uint32(0), false
+		if ok {
+			hd, found := d.LookupHashed(want, depot.Hash(h))
+			wantHd, wantFound = uint32(hd), found
+		}
+		var g Guess
+		hd, hit := ids.WalkGuess(start, start, 0, &g)
+		right := planted && ok && n > hintFrames && slices.Equal(guess, want)
+		unsure := pos>>6 < 2 // not guessed from
+		switch {
+		case hit && unsure:
+			t.Fatalf("hit %#x on a slot not sure enough to guess", hd)
+		case hit && !right:
+			t.Fatalf("hit %#x on guess %#x for the walk %#x (ok %v)", hd, guess, want, ok)
+		case hit && hd != gh:
+			t.Fatalf("hit %#x, the guess is %#x", hd, gh)
+		case !hit && right && !unsure:
+			t.Fatalf("no hit on the walk's own record %#x", want)
+		case hit:
+			slot, _ := hintSlot(tracehash.Sum(want[:hintFrames], ids.Seed, ids.Mul))
+			if e := ids.hints[slot].Load(); uint32(e) != gh || e&hintConfMask < uint64(pos>>6)<<hintConfShift {
+				t.Fatalf("a hit left its slot's hint %#x, want %#x no less sure", e, gh)
+			}
+			return
+		}
+		buf := make([]uint64, m)
+		n2, h2, ok2 := ids.Resume(start, &g, buf)
+		if ok2 != ok || ok && (n2 != n || h2 != h || !slices.Equal(buf[:n2], want)) {
+			t.Fatalf("resumed %d frames %#x hash %#x ok %v; WalkHash %d %#x %#x %v", n2, buf[:n2], h2, ok2, n, want, h, ok)
+		}
+		if ok {
+			got, found := d.LookupHashed(buf[:n2], depot.Hash(h2))
+			if found != wantFound || uint32(got) != wantHd {
+				t.Fatalf("looked up %#x %v; the walk's own %#x %v", got, found, wantHd, wantFound)
+			}
+		}
+	})
+}
+
+// A stack seen again and again is found by its guess: its saves look
+// nothing up in the depot, and the depot counts them as hits. Two stacks
+// that share their first frames (and so their hint slot) and differ
+// further down, saved in turn, keep their own handles, fetched as
+// runtime.Callers.
+func TestStackIDGuess(t *testing.T) {
+	if !Supported || !FastIDs {
+		t.Skip("no one-pass walk")
+	}
+	d, ids := newTestIDs(64)
+	type saved struct {
+		r    idResult
+		want []uintptr
+	}
+	saveAt := func(bits int) saved {
+		var s saved
+		shapeA(bits, 14, func() {
+			pc := make([]uintptr, 128)
+			r, n := testSaveIDOn(d, ids, 1), runtime.Callers(1, pc)
+			s = saved{r, pc[:n]}
+		})
+		return s
+	}
+	check := func(s saved) {
+		t.Helper()
+		if s.r.err != nil {
+			t.Fatal(s.r.err)
+		}
+		if f := s.r.fetch(128); len(f) != len(s.want) || !equalPCs(f[1:], s.want[1:]) {
+			t.Fatalf("fetched %v\nwant %v", framesOf(f), framesOf(s.want))
+		}
+	}
+	// Every save from one call site of saveAt, in one call of run: the
+	// stacks differ only by bits. After each save, after(i) runs.
+	run := func(bits []int, after func(i int, s saved)) {
+		for i, b := range bits {
+			s := saveAt(b)
+			check(s)
+			after(i, s)
+		}
+	}
+	// 0: stored; 1-100: found in the depot, the slot taken and (one
+	// save in hintOdds) made surer, sure enough to guess after them but
+	// with a chance of (1-1/hintOdds)^99; 101-200: found by the guess;
+	// 201: another stack; 202-301: the two in turn.
+	seq := make([]int, 302)
+	seq[201] = 1
+	for i := 202; i < len(seq); i++ {
+		seq[i] = i % 2
+	}
+	var a, b uint32
+	var l0 int64
+	var h0, r0 uint64
+	run(seq, func(i int, s saved) {
+		switch {
+		case i == 0:
+			a = s.r.h
+		case i <= 200 && s.r.h != a:
+			t.Fatalf("save %d: handle %#x, first %#x", i, s.r.h, a)
+		case i == 100:
+			l0, h0 = testLookups.Load(), d.Stats().Hits
+		case i == 200:
+			if l := testLookups.Load() - l0; l != 0 {
+				t.Fatalf("%d of 100 saves of a known stack looked it up", l)
+			}
+			if hits := d.Stats().Hits - h0; hits != 100 {
+				t.Fatalf("the depot counted %d hits of 100", hits)
+			}
+		case i == 201:
+			if b = s.r.h; b == a {
+				t.Fatal("two stacks, one handle")
+			}
+			r0, l0 = idResolves.Load(), testLookups.Load()
+		case i > 201 && s.r.h != []uint32{a, b}[i%2]:
+			t.Fatalf("save %d: handle %#x, want %#x", i, s.r.h, []uint32{a, b}[i%2])
+		}
+	})
+	t.Logf("%d of 100 saves of two stacks in turn looked them up", testLookups.Load()-l0)
+	if r := idResolves.Load() - r0; r != 0 {
+		t.Fatalf("%d saves of two known stacks took the slow path", r)
+	}
+}
+
+// A slot's confidence, save by save (every move taken): a stack saved
+// again and again makes its slot sure; two in turn keep it unsure (below
+// 2, where it does not guess) whichever held it; a stack new to a sure
+// slot makes it unsure at once, takes it at its third save and is sure at
+// its fourth.
+func TestNextHint(t *testing.T) {
+	const one = 1 << hintConfShift
+	conf := func(e uint64) int { return int(e & hintConfMask >> hintConfShift) }
+	a, b := uint64(0x4000)|20<<32|7<<hintTagShift, uint64(0x5000)|20<<32|7<<hintTagShift
+	s := a | one
+	for i, want := range []int{2, 3, 3} {
+		if s = nextHint(s, a); conf(s) != want || s&^hintConfMask != a {
+			t.Fatalf("save %d of a: %#x, want a at %d", i, s, want)
+		}
+	}
+	for _, first := range []uint64{a | one, a | 3*one, b | one} {
+		s = first
+		for i := range 40 {
+			e := []uint64{a, b}[i%2]
+			if s = nextHint(s, e); i >= 4 && conf(s) >= 2 {
+				t.Fatalf("save %d in turn from %#x: %#x is sure", i, first, s)
+			}
+		}
+	}
+	s = a | 3*one
+	for i, want := range []struct {
+		e    uint64
+		conf int
+	}{{a, 1}, {a, 0}, {b, 1}, {b, 2}} {
+		if s = nextHint(s, b); conf(s) != want.conf || s&^hintConfMask != want.e {
+			t.Fatalf("save %d of b: %#x, want %#x at %d", i, s, want.e, want.conf)
+		}
+	}
+}
