@@ -329,7 +329,7 @@ func stackIDTable(w io.Writer, b bench) error {
 		fmt.Fprintln(w, row)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "The floor is the one pass's walk and hash alone plus the depot's lookup alone: what the one pass cannot go below.")
+	fmt.Fprintln(w, "The floor is that of a save that does not guess its record: the walk and hash alone plus the depot's lookup alone. A save whose guess is right (a stack seen again and again) neither hashes nor looks up, and goes below it.")
 	fmt.Fprintln(w)
 	return nil
 }

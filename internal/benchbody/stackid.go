@@ -92,7 +92,7 @@ func StackIDContenders(depth int) ([]StackIDContender, error) {
 		{Name: "callersfp", Desc: "live.CallersFP alone", Fn: func() bool { n, err := live.CallersFP(1, pc); return err == nil && n == depth }},
 		{Name: "callers", Desc: "live.Callers alone", Fn: func() bool { return live.Callers(1, pc) == depth }},
 		{Name: "runtime", Desc: "runtime.Callers alone", Fn: func() bool { return runtime.Callers(1, pc) == depth }},
-		{Name: "walkhash", Desc: "the one pass's walk and hash alone", Floor: true, Fn: func() bool {
+		{Name: "walkhash", Desc: "the walk and hash alone (a save that does not guess)", Floor: true, Fn: func() bool {
 			fp, _ := ilive.FrameAndPC()
 			n, _, ok := ilive.WalkHash(fp, fp, 0, rec, k.Seed, k.Mul)
 			return ok && n == depth
