@@ -29,6 +29,10 @@ func FuzzWalkGuess(f *testing.F) {
 		f.Add(long, uint8(20), v, uint8(70), true)  // 1: no guess
 	}
 	f.Add([]byte{2, 4, 6, 8, 10, 13, 0xff}, uint8(20), uint8(0), uint8(0), true) // broken after 5
+	f.Add([]byte{2, 5, 0xff}, uint8(20), uint8(0), uint8(200), true)             // broken after 2, in the key's frames
+	for v := range uint8(4) {
+		f.Add([]byte{2, 4, 6, 8, 10, 12, 15, 0xff}, uint8(20), v, uint8(200), true) // broken after 7, guessed
+	}
 	f.Add([]byte{2, 4, 6, 8, 10, 12, 0x90}, uint8(20), uint8(0), uint8(0), true) // not above
 	f.Fuzz(func(t *testing.T, links []byte, mf, variant, pos uint8, storeOwn bool) {
 		const words = 64
