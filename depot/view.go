@@ -20,7 +20,6 @@ func init() {
 		d.table()
 		l := depotview.Layout{
 			Pools:        unsafe.Pointer(unsafe.SliceData(d.pools)),
-			NPools:       len(d.pools),
 			PoolBits:     d.poolBits,
 			UnitBits:     offsetBits,
 			UnitBytes:    slotWords * 8,

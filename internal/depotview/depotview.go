@@ -17,9 +17,8 @@ import (
 // Layout is where one depot keeps its records.
 type Layout struct {
 	// Pools is the depot's table of pool pointers (each one word, nil
-	// until its pool is allocated), NPools long.
-	Pools  unsafe.Pointer
-	NPools int
+	// until its pool is allocated).
+	Pools unsafe.Pointer
 	// A handle's low PoolBits bits choose its pool; the next UnitBits
 	// bits are its record's offset in the pool, in units of UnitBytes.
 	PoolBits, UnitBits uint

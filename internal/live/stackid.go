@@ -129,38 +129,9 @@ func walkHashOn(start, fp unsafe.Pointer, cut, n int, h uint64, rec []uint64, mu
 //go:nocheckptr
 func (ids *IDs) WalkGuess(start, fp unsafe.Pointer, cut int, g *Guess) (hd uint32, hit bool) {
 	k := min(ids.MaxFrames, hintFrames)
-	g.off0, g.cut, g.k = uintptr(fp)-uintptr(start), cut, k
-	stop := stopPC.Load()
-	limit := min(uintptr(start), ^uintptr(0)-maxStack) + maxStack // limitFor(start), clamped
-	// The first k frames, as walkHashOn walks them (written out: a call
-	// here costs more than the loop).
-	h, mul := ids.Seed, ids.Mul
-	n := 0
-	for ; n < k; n++ {
-		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
-		next := *(*unsafe.Pointer)(fp)
-		w := uint64(ret)
-		if n == 0 {
-			if ret >= addrMask {
-				g.n, g.why = 1, walkBroken
-				return 0, false
-			}
-			w |= uint64(cut) << addrBits
-		}
-		g.first[n] = w
-		t := w * mul
-		h = bits.RotateLeft64(h, tracehash.Rot) ^ t ^ t>>tracehash.Fold
-		if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
-			g.n, g.h, g.why = n+1, h, walkEnd
-			if u != 0 || ret == stop {
-				g.why = walkBroken
-			}
-			return 0, false
-		}
-		fp = next
-	}
-	g.n, g.h, g.why = n, h, walkFull
-	if k == ids.MaxFrames {
+	n, h, fp, why := walkHashOn(start, fp, cut, 0, ids.Seed, g.first[:k], ids.Mul)
+	g.k, g.n, g.h, g.why = k, n, h, why
+	if why != walkFull || k == ids.MaxFrames {
 		return 0, false
 	}
 	g.off = uintptr(fp) - uintptr(start)
@@ -176,6 +147,8 @@ func (ids *IDs) WalkGuess(start, fp unsafe.Pointer, cut int, g *Guess) (hd uint3
 	hd = uint32(e)
 	gf := ids.layout.Frames(hd)
 	g.guess = hd
+	stop := stopPC.Load()
+	limit := min(uintptr(start), ^uintptr(0)-maxStack) + maxStack // limitFor(start), clamped
 	// The frames are compared, not hashed: Resume hashes them from the
 	// guess if it is wrong.
 	for ; n < ids.MaxFrames; n++ {
@@ -216,8 +189,6 @@ type Guess struct {
 	guess uint32             // the guess's handle
 	off   uintptr            // the record to go on from, as frame n, less start (0: the walk is over)
 	why   int                // how the walk stopped, if it is over
-	off0  uintptr            // the first record, less start
-	cut   int
 }
 
 // OK reports whether Resume can finish the walk: false if it stopped at a
@@ -236,13 +207,6 @@ func (g *Guess) OK() bool { return g.why != walkBroken }
 func (ids *IDs) Resume(start unsafe.Pointer, g *Guess, rec []uint64) (int, uint64, bool) {
 	if g.why == walkBroken {
 		return 0, 0, false
-	}
-	if g.off != 0 && g.n == g.k {
-		// Nothing compared: one loop from the first record (a second
-		// one for the rest of the frames would cost more than the
-		// first frames again).
-		n, h, _, why := walkHashOn(start, unsafe.Add(start, g.off0), g.cut, 0, ids.Seed, rec, ids.Mul)
-		return n, h, why != walkBroken
 	}
 	copy(rec, g.first[:g.k])
 	h := g.h
