@@ -3,8 +3,11 @@
 package live
 
 import (
+	"fmt"
 	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/unwindkit/unwindkit/depot"
@@ -230,5 +233,90 @@ func TestNextHint(t *testing.T) {
 		if s = nextHint(s, b); conf(s) != want.conf || s&^hintConfMask != want.e {
 			t.Fatalf("save %d of b: %#x, want %#x at %d", i, s, want.e, want.conf)
 		}
+	}
+}
+
+// Goroutines saving the same stacks at once, so that guesses are made
+// while other saves move and replace the slots: two stacks that share a
+// slot (they differ in their outermost shape frame) and one of a slot of
+// its own, each goroutine in its own order. Every save must give the
+// stack's own handle, as a save on one goroutine gave it: a guess read
+// from a slot mixed with another's, or a hint naming the other stack,
+// would give the other handle. Run with -race: the walk runs there too
+// (walkInRace). The guesses must have been made: a quarter of the saves
+// or more look nothing up.
+func TestStackIDGuessConcurrent(t *testing.T) {
+	if !Supported {
+		t.Skip("no frame pointers")
+	}
+	d, ids := newTestIDs(64)
+	kinds := []int{0, 1, 1 << 13}
+	var want [3]uint32
+	var wg sync.WaitGroup
+	// On one goroutine first: the handles, and the slots made sure.
+	warm := make([]int, 600)
+	for i := range warm {
+		warm[i] = i % 3
+	}
+	goGuessWorker(&wg, d, ids, kinds, warm, func(k int, h uint32) { want[k] = h })
+	wg.Wait()
+	if want[0] == 0 || want[0] == want[1] || want[0] == want[2] || want[1] == want[2] {
+		t.Fatalf("handles %#x: not three stacks", want)
+	}
+	const workers, saves = 4, 3000
+	var bad atomic.Int64
+	var first atomic.Value
+	l0 := testLookups.Load()
+	for w := range workers {
+		order := make([]int, saves)
+		for i := range order {
+			order[i] = (i*(w+1) + i/7) % 3
+		}
+		goGuessWorker(&wg, d, ids, kinds, order, func(k int, h uint32) {
+			if h != want[k] {
+				bad.Add(1)
+				first.CompareAndSwap(nil, fmt.Sprintf("kind %d: handle %#x, want %#x", k, h, want[k]))
+			}
+		})
+	}
+	wg.Wait()
+	if n := bad.Load(); n != 0 {
+		t.Fatalf("%d of %d saves gave another handle; first: %v", n, workers*saves, first.Load())
+	}
+	// The slot of its own guesses the third stack; the shared one
+	// guesses in the runs of one stack that some orders make.
+	l := testLookups.Load() - l0
+	if found := workers*saves - l; found < workers*saves/4 {
+		t.Fatalf("%d of %d saves found by a guess: the guesses were not made", found, workers*saves)
+	}
+	t.Logf("%d of %d saves found by a guess", workers*saves-l, workers*saves)
+}
+
+// goGuessWorker starts a goroutine of TestStackIDGuessConcurrent, from
+// its one go statement: a go statement with arguments starts its own
+// wrapper function, whose return address is on the goroutine's physical
+// stack (and hidden from its logical one).
+//
+//go:noinline
+func goGuessWorker(wg *sync.WaitGroup, d *depot.Depot, ids *IDs, kinds, order []int, got func(kind int, h uint32)) {
+	wg.Add(1)
+	go guessWorker(wg, d, ids, kinds, order, got)
+}
+
+// guessWorker saves the stacks of kinds in the order given, from one call
+// site (so every goroutine goGuessWorker starts has the same stack for a
+// kind), and reports each save's kind and handle (0 for an error).
+//
+//go:noinline
+func guessWorker(wg *sync.WaitGroup, d *depot.Depot, ids *IDs, kinds, order []int, got func(kind int, h uint32)) {
+	defer wg.Done()
+	for _, k := range order {
+		var r idResult
+		shapeA(kinds[k], 14, func() { r = testSaveIDOn(d, ids, 1) })
+		if r.err != nil {
+			got(k, 0)
+			continue
+		}
+		got(k, r.h)
 	}
 }
