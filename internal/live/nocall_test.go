@@ -78,12 +78,14 @@ func TestWalkLoopsCallNothing(t *testing.T) {
 		// The stack ID's one pass: only the load of stopPC, before its
 		// loop (the rotate is an intrinsic even without optimisation);
 		// WalkHash is walkHashOn from frame 0, and WalkGuess calls it for
-		// the first frames, before its own loop.
-		"walkHashOn": {"sync/atomic.(*Uintptr).Load"},
-		"WalkHash":   {"live.walkHashOn"},
-		// the chance and CAS of a hit's confidence after its loop.
-		"(*IDs).WalkGuess": {"live.walkHashOn", "sync/atomic.(*Uintptr).Load", "sync/atomic.(*Uint64).Load",
-			"live.(*IDs).roll", "sync/atomic.(*Uint64).CompareAndSwap", "depotview.Shard", "tracehash.Finish",
+		// the first frames, then walkCompare.
+		"walkHashOn":  {"sync/atomic.(*Uintptr).Load"},
+		"walkCompare": {"sync/atomic.(*Uintptr).Load"},
+		"WalkHash":    {"live.walkHashOn"},
+		// the chance and CAS of a hit's confidence after its loop;
+		// walkCompare is its guess's loop.
+		"(*IDs).WalkGuess": {"live.walkHashOn", "live.walkCompare", "sync/atomic.(*Uintptr).Load", "sync/atomic.(*Uint64).Load",
+			"live.(*IDs).roll", "depotview.(*Rolls).Roll", "sync/atomic.(*Uint64).CompareAndSwap", "depotview.Shard", "tracehash.Finish",
 			"live.hintSlot", "depotview.(*Layout).Frames"}, // the last three: without optimisation
 		// fastWalk's walk on past the first frame with inlined calls.
 		"walkExpand": nil,
