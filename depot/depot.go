@@ -184,6 +184,7 @@ type Depot struct {
 	genMask   uint64 // 1<<G - 1
 	maxWords  int    // pool words of a refcounted record
 	pools     []atomic.Pointer[pool]
+	hints     *hints // see hint.go
 
 	_    [64]byte // keep the read-mostly fields above off the counters' lines
 	hits [hitShards]paddedCounter
@@ -241,6 +242,7 @@ func (d *Depot) setup(cfg Config) {
 	d.genMask = 1<<(32-d.locBits) - 1
 	d.maxWords = recordWords(d.maxFrames)
 	d.pools = make([]atomic.Pointer[pool], np)
+	d.hints = new(hints)
 	d.seed = maphash.MakeSeed()
 	d.hkey = newHashKey()
 	d.homeBits = maxTableBits
@@ -279,6 +281,15 @@ func (d *Depot) setupZero() *table {
 
 // Save stores trace (innermost frame first) as a persistent record and
 // returns its handle. It does not keep trace.
+//
+// A trace d holds is usually found without hashing it: Save samples a
+// few of its frames (the first 8, the middle and the last one) and its
+// length, and their key names the persistent record a save of a trace
+// with that key found last (a hint table of 8,192 slots, Stats.HintBytes,
+// fixed per depot). The trace is compared with that record, the compare
+// a hit makes anyway, and only if they differ (or there is no hint) is
+// the trace hashed and looked up. A hint never stands for the compare:
+// traces that share a key only share slots.
 func (d *Depot) Save(trace []uint64) (Handle, error) { return d.save(trace, 0) }
 
 // SavePCs is Save for program counters as runtime.Callers returns them.
@@ -391,6 +402,7 @@ type Stats struct {
 	Pools      int    // pools allocated
 	PoolBytes  int64  // Pools * PoolSize
 	TableBytes int64  // bytes of the hash table
+	HintBytes  int64  // bytes of the hint table (fixed: see Save)
 	UsedBytes  int64  // bytes of pool held by live records
 	InUse      int    // live records (Persistent + Refcounted)
 	Persistent int    // live records that are never evicted
@@ -412,14 +424,15 @@ func (d *Depot) Stats() Stats {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var table int64
+	var table, hints int64
 	if t := d.tab.Load(); t != nil {
-		table = int64(len(t.slots)) * 4
+		table, hints = int64(len(t.slots))*4, hintBytes
 	}
 	return Stats{
 		Pools:      d.npools,
 		PoolBytes:  int64(d.npools) * PoolSize,
 		TableBytes: table,
+		HintBytes:  hints,
 		UsedBytes:  d.usedBytes,
 		InUse:      d.persistent + d.refcounted,
 		Persistent: d.persistent,

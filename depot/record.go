@@ -261,8 +261,9 @@ func lookup(d *Depot, t *table, w []uint64, hash uint64, steps int) (loc uint32,
 // lookup, so that a test can count the records a lookup reads.
 var testHookCompare func()
 
-// save filters and truncates trace and saves it, hashing it once
-// (HashKey.Sum; SaveHashed takes the producer's hash instead).
+// save filters and truncates trace and saves it: found by its hint
+// (hint.go), or else hashed once (HashKey.Sum; SaveHashed takes the
+// producer's hash instead) and looked up or stored.
 func (d *Depot) save(trace []uint64, flags Flags) (Handle, error) {
 	t := d.tab.Load()
 	if t == nil || flags&^flagsKnown != 0 || d.filter != nil && flags&FlagFiltered == 0 || uint(len(trace)-1) >= uint(d.maxFrames) {
@@ -271,14 +272,27 @@ func (d *Depot) save(trace []uint64, flags Flags) (Handle, error) {
 			return 0, err
 		}
 	}
-	hash := tracehash.Finish(tracehash.Sum(trace, d.hkey.Seed, d.hkey.Mul), len(trace))
-	if h, ok := d.hitLockFree(t, trace, hash, flags); ok {
+	k := hintKey(trace, d.hkey.Seed)
+	if h, ok := d.hinted(trace, k); ok {
 		return h, nil
 	}
-	if err := d.checkFiltered(trace, flags); err != nil {
-		return 0, err
+	hash := tracehash.Finish(tracehash.Sum(trace, d.hkey.Seed, d.hkey.Mul), len(trace))
+	h, ok := d.hitLockFree(t, trace, hash, flags)
+	if !ok {
+		if err := d.checkFiltered(trace, flags); err != nil {
+			return 0, err
+		}
+		var err error
+		if h, err = saveSlow(d, trace, hash, flags); err != nil {
+			return 0, err
+		}
 	}
-	return saveSlow(d, trace, hash, flags)
+	// Without FlagGet the record is persistent: found so, stored so or
+	// pinned by saveSlow.
+	if flags&FlagGet == 0 {
+		d.learn(k, h, len(trace))
+	}
+	return h, nil
 }
 
 // hitLockFree is the lock-free hit of Save and SaveHashed: the handle of

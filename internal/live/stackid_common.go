@@ -47,7 +47,7 @@ type IDs struct {
 	// set by UseDepot.
 	layout depotview.Layout
 	hints  *[hintSlots]atomic.Uint64
-	rolls  *[1 << rollShardBits]rollCounter
+	rolls  *depotview.Rolls
 }
 
 // verdict is what one physical frame records: itself (self), nothing
@@ -245,7 +245,7 @@ const (
 func (ids *IDs) UseDepot(l depotview.Layout) {
 	ids.layout = l
 	ids.hints = new([hintSlots]atomic.Uint64)
-	ids.rolls = new([1 << rollShardBits]rollCounter)
+	ids.rolls = new(depotview.Rolls)
 }
 
 // hintSlot returns the slot and tag of the hash h of a record's first
@@ -269,30 +269,9 @@ func nextHint(old, e uint64) uint64 {
 	return e | one
 }
 
-// roll returns a number for the chances of hintFrames: the mixed count
-// of a counter of the calling goroutine's shard, one more each roll. The
-// counter is read and written without atomics, in a function the race
-// detector does not see: two goroutines that share a shard may lose a
-// count, which only repeats a roll. A shared random source would cost a
-// call chain and 13 ns a save (math/rand/v2, on the benchmark's 40-frame
-// stacks), an atomic add a locked instruction.
-//
-//go:norace
-func (ids *IDs) roll() uint64 {
-	var x byte
-	c := &ids.rolls[depotview.Shard(uintptr(unsafe.Pointer(&x)), rollShardBits)]
-	c.n++
-	return tracehash.Finish(c.n, 0)
-}
-
-// rollShardBits is log2 of the roll counters' shards.
-const rollShardBits = 4
-
-// A rollCounter is one shard's counter, alone on its cache line.
-type rollCounter struct {
-	n uint64
-	_ [56]byte
-}
+// roll returns a number for the chances of hintFrames
+// (depotview.Rolls.Roll).
+func (ids *IDs) roll() uint64 { return ids.rolls.Roll() }
 
 // CountHit counts a hit found by a guess in the depot's statistics, as
 // the depot counts its own.
