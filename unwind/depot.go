@@ -20,25 +20,20 @@ import (
 // an error). If storing fails, the handle is zero and the error wraps the
 // depot's.
 //
-// It reads the stack once and buf once more. The unwind stores the trace
-// in buf; then one sweep of buf hashes it. With a Filter, that sweep also
-// cuts the trace where the filter cuts it ([SaveForDepot]) and d takes
-// the hash and the cut ([depot.FlagFiltered]), so d neither filters nor
-// hashes the trace again. Without one, the sweep is d's own hash in
-// [depot.Depot.Save]: neither unwinder can hide the hash inside its loop
-// (fp.SaveHashed and scs.SaveHashed say why), so hashing buf in the
-// unwinder would be the same sweep by a longer path. Either way a trace
-// already in d costs the unwind, the sweep, one probe and one compare,
-// and d does not copy it.
+// It reads the stack once. A trace d holds is then found as
+// [depot.Depot.Save] finds it, by a sample of its frames, and compared
+// once with the record; d cuts it with its Filter first, if it has one
+// (that sweep calls the filter on each frame). Only a trace d does not
+// find that way is hashed. So a hit costs the unwind, the sample, the
+// one compare and the hit count, and d does not copy the trace.
+// [SaveForDepot] is the other way, for a caller that wants the hash: it
+// hashes (and cuts) in the sweep after the unwind, and [StoreHashed] gives
+// both to d.
 func SaveToDepot(d *depot.Depot, src *Source, buf []uint64, skip int) (depot.Handle, error) {
 	// Frames past MaxFrames the depot would drop: the unwinder does not
 	// make them.
 	if m := d.MaxFrames(); len(buf) > m {
 		buf = buf[:m]
-	}
-	if filter := d.Filter(); filter != nil {
-		n, h, err := saveFiltered(src, buf, skip, d.HashKey(), filter)
-		return storeHashed(d, buf[:n], h, depot.FlagFiltered, err)
 	}
 	n, err := Save(src, buf, skip)
 	if n == 0 {

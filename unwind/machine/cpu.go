@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"runtime"
 
-	"github.com/unwindkit/unwindkit/depot"
 	"github.com/unwindkit/unwindkit/fp"
 	"github.com/unwindkit/unwindkit/internal/errs"
 	"github.com/unwindkit/unwindkit/internal/mem"
@@ -194,14 +193,6 @@ func (c *CPU) Unwind(method unwind.Method, inv Invocation, store []uint64, opts 
 // ground truths. It reads the published registers, unwinds, and retries
 // if the CPU changed meanwhile (a seqlock read), at most 1000 times.
 func (c *CPU) UnwindSeq(method unwind.Method, store []uint64, opts SaveOptions) (n int, seq uint64, err error) {
-	n, seq, _, err = c.unwindSeq(method, store, opts, nil)
-	return n, seq, err
-}
-
-// unwindSeq is UnwindSeq, which also hashes the trace for d as the
-// unwinder stores it, cut by d's Filter (unwind.SaveForDepot), when d is
-// not nil.
-func (c *CPU) unwindSeq(method unwind.Method, store []uint64, opts SaveOptions, d *depot.Depot) (n int, seq uint64, h depot.Hash, err error) {
 	for try := 0; try < 1000; try++ {
 		s1 := c.m.drv.Seq(c.id)
 		if s1&1 != 0 {
@@ -212,19 +203,15 @@ func (c *CPU) unwindSeq(method unwind.Method, store []uint64, opts SaveOptions, 
 		var src unwind.Source
 		err := c.sourceInto(&src, &p, method, opts)
 		if err == nil {
-			if d != nil {
-				n, h, err = unwind.SaveForDepot(d, &src, store, 0) // src applies opts.Skip
-			} else {
-				n, err = unwind.Save(&src, store, 0)
-			}
+			n, err = unwind.Save(&src, store, 0) // src applies opts.Skip
 		}
 		if c.m.drv.Seq(c.id) != s1 {
 			runtime.Gosched()
 			continue
 		}
-		return n, s1, h, err
+		return n, s1, err
 	}
-	return 0, 0, 0, ErrChanged
+	return 0, 0, ErrChanged
 }
 
 // Seq returns the CPU's state sequence number: even when stable, bumped by

@@ -12,16 +12,12 @@ import (
 // goroutine and stores only a trace read from a consistent CPU state
 // (ErrChanged otherwise). A walk that fails part-way stores the frames it had
 // (see unwind.SaveToDepot). It stores the trace as unwind.SaveToDepot
-// does: with d's Filter, the unwinder's sweep of buf hashes and cuts it
-// (unwind.SaveForDepot); without one, d hashes it in that sweep.
+// does: d cuts it with its Filter, if it has one, and finds a trace it
+// holds by a sample of its frames and one compare (depot.Depot.Save).
 func (c *CPU) SaveToDepot(d *depot.Depot, method unwind.Method, buf []uint64, opts SaveOptions) (depot.Handle, error) {
 	if m := d.MaxFrames(); len(buf) > m {
 		buf = buf[:m]
 	}
-	if d.Filter() == nil {
-		n, _, err := c.UnwindSeq(method, buf, opts)
-		return unwind.StoreTrace(d, buf[:n], err)
-	}
-	n, _, h, err := c.unwindSeq(method, buf, opts, d)
-	return unwind.StoreHashed(d, buf[:n], h, err)
+	n, _, err := c.UnwindSeq(method, buf, opts)
+	return unwind.StoreTrace(d, buf[:n], err)
 }
