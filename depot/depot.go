@@ -282,14 +282,14 @@ func (d *Depot) setupZero() *table {
 // Save stores trace (innermost frame first) as a persistent record and
 // returns its handle. It does not keep trace.
 //
-// A trace d holds is usually found without hashing it: Save samples a
-// few of its frames (the first 8, the middle and the last one) and its
-// length, and their key names the persistent record a save of a trace
-// with that key found last (a hint table of 8,192 slots, Stats.HintBytes,
-// fixed per depot). The trace is compared with that record, the compare
-// a hit makes anyway, and only if they differ (or there is no hint) is
-// the trace hashed and looked up. A hint never stands for the compare:
-// traces that share a key only share slots.
+// A trace d holds is usually found without hashing it: Save keys it by
+// some of its frames (the first 12, the middle one and the last two) and
+// its length, and the key names the persistent record of a trace saved
+// before with that key (a hint table of 8,192 slots, Stats.HintBytes,
+// fixed per depot; see the package documentation). The trace is compared
+// with that record, the compare a hit makes anyway, and only if they
+// differ (or there is no hint) is the trace hashed and looked up. A hint
+// never stands for the compare: traces that share a key share one slot.
 func (d *Depot) Save(trace []uint64) (Handle, error) { return d.save(trace, 0) }
 
 // SavePCs is Save for program counters as runtime.Callers returns them.

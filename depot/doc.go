@@ -125,6 +125,20 @@
 // step, so both paths give the same handle. A miss checks the producer's
 // hash against the trace before storing it ([ErrHash]).
 //
+// # Hints
+//
+// Save, SaveFlags and SavePCs, which have the whole trace in hand, first
+// look for it without hashing it: a key of a sample of its frames (the
+// first 12, the middle one, the last two, and its length) picks a set of
+// the depot's hint table (8,192 one-word slots, 64 KiB, [Stats.HintBytes]),
+// whose slots name persistent records saved before. The trace is
+// compared with the record of its tag, the compare a hit makes anyway,
+// and only a trace not found that way is hashed and looked up. Only
+// persistent records are hints, so a hint never names a record that
+// changed; a set keeps at most one slot of a tag, so traces that share a
+// key (they differ only in frames the key does not read, as a deep
+// recursion's may) compare at most one other record a save.
+//
 // Colliding traces are bounded: a lookup compares at most 4 records whose
 // 64-bit key equals its own; a trace beyond the 4th with the same key is
 // stored under a second, independent hash (the runtime's memhash under a
@@ -135,14 +149,17 @@
 //
 // # Speed
 //
-// A Save hit hashes the trace once, probes the table, reads one record and
-// compares every frame; with hit counting on it adds one atomic add, to a
+// A Save hit found by its hint keys the trace, reads one slot set and one
+// record and compares every frame; one that is not hashes the trace
+// once, probes the table, reads one record and compares every frame
+// (SaveHashed does that with the producer's hash). With hit counting on
+// either adds one atomic add, to a
 // counter shard that stays with the goroutine (picked from its stack
 // address), so that goroutines counting hits do not pass one cache line
 // between their cores. It takes no lock and writes nothing shared, so
 // goroutines hitting different traces do not wait for each other.
-// Hashing and comparing are most of its cost. SaveHashed leaves the
-// hashing to the producer. See the README's tables: BenchmarkSaveHit,
+// Hashing (where there is no hint) and comparing are most of its cost.
+// See the README's tables: BenchmarkSaveHit,
 // BenchmarkSaveMiss, BenchmarkFetch and BenchmarkCompare (interleaved
 // blocks, ratios from the same run) measure the depot, a mutex-guarded map
 // and a sync.Map side by side; BenchmarkCompare's producer row is

@@ -122,7 +122,7 @@ func (d *Depot) hinted(trace []uint64, k uint64) (Handle, bool) {
 }
 
 // learn makes a slot of the set of key k name h, the persistent record of
-// an n-frame trace (see hintHead): the slot of its tag, or else an empty
+// an n-frame trace (see the hint constants): the slot of its tag, or else an empty
 // one, or else the one the roll chooses; one that is not empty one time
 // in hintReplaceOdds.
 func (d *Depot) learn(k uint64, h Handle, n int) {
