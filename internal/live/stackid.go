@@ -228,8 +228,9 @@ func (g *Guess) OK() bool { return g.why != walkBroken }
 // Resume finishes the walk of g from start (the frame record of the
 // public Save) into rec (MaxFrames long), as WalkHash would have walked
 // it, and returns WalkHash's results. The caller then looks the record up
-// (directly, not through Lookup: a func value would make rec, on its
-// stack, escape) and, if it is found, makes it the guess (SetHint).
+// with the depot's LookupHashed (called directly: through a func value,
+// rec, on its stack, would escape) and, if it is found, makes it the
+// guess (SetHint).
 //
 //go:norace
 //go:nocheckptr

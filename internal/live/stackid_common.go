@@ -26,9 +26,6 @@ const (
 // IDs is the state of one stack-ID table: its depot's calls and hash key,
 // and the verdicts its records need.
 type IDs struct {
-	// Lookup finds a stored record by its hash (the depot's running
-	// hash, before its finish), without storing anything.
-	Lookup func(rec []uint64, h uint64) (uint32, bool)
 	// Store stores a record with its hash and returns its handle.
 	Store func(rec []uint64, h uint64) (uint32, error)
 	// Seed and Mul are the depot's hash key; MaxFrames its MaxFrames.

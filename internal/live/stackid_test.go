@@ -33,10 +33,6 @@ func newTestIDs(maxFrames int) (*depot.Depot, *IDs) {
 	k := d.HashKey()
 	ids := &IDs{
 		Seed: k.Seed, Mul: k.Mul, MaxFrames: maxFrames, walkInRace: true,
-		Lookup: func(rec []uint64, h uint64) (uint32, bool) {
-			hd, ok := d.LookupHashed(rec, depot.Hash(h))
-			return uint32(hd), ok
-		},
 		Store: func(rec []uint64, h uint64) (uint32, error) {
 			hd, err := d.SaveHashed(rec, depot.Hash(h))
 			return uint32(hd), err

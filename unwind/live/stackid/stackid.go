@@ -66,10 +66,6 @@ func New(cfg depot.Config) (*Table, error) {
 	k := d.HashKey()
 	t.ids = ilive.IDs{
 		Seed: k.Seed, Mul: k.Mul, MaxFrames: cfg.MaxFrames,
-		Lookup: func(rec []uint64, h uint64) (uint32, bool) {
-			hd, ok := d.LookupHashed(rec, depot.Hash(h))
-			return uint32(hd), ok
-		},
 		Store: func(rec []uint64, h uint64) (uint32, error) {
 			hd, err := d.SaveHashed(rec, depot.Hash(h))
 			return uint32(hd), err
