@@ -184,7 +184,7 @@ type Depot struct {
 	genMask   uint64 // 1<<G - 1
 	maxWords  int    // pool words of a refcounted record
 	pools     []atomic.Pointer[pool]
-	hints     *hints // see hint.go
+	hints     atomic.Pointer[hints] // nil until the first learn (hint.go)
 
 	_    [64]byte // keep the read-mostly fields above off the counters' lines
 	hits [hitShards]paddedCounter
@@ -242,7 +242,6 @@ func (d *Depot) setup(cfg Config) {
 	d.genMask = 1<<(32-d.locBits) - 1
 	d.maxWords = recordWords(d.maxFrames)
 	d.pools = make([]atomic.Pointer[pool], np)
-	d.hints = new(hints)
 	d.seed = maphash.MakeSeed()
 	d.hkey = newHashKey()
 	d.homeBits = maxTableBits
@@ -286,7 +285,8 @@ func (d *Depot) setupZero() *table {
 // some of its frames (the first 12, the middle one and the last two) and
 // its length, and the key names the persistent record of a trace saved
 // before with that key (a hint table of 8,192 slots, Stats.HintBytes,
-// fixed per depot; see the package documentation). The trace is compared
+// allocated by d's first plain save; see the package documentation). The
+// trace is compared
 // with that record, the compare a hit makes anyway, and only if they
 // differ (or there is no hint) is the trace hashed and looked up. A hint
 // never stands for the compare: traces that share a key share one slot.
@@ -402,7 +402,7 @@ type Stats struct {
 	Pools      int    // pools allocated
 	PoolBytes  int64  // Pools * PoolSize
 	TableBytes int64  // bytes of the hash table
-	HintBytes  int64  // bytes of the hint table (fixed: see Save)
+	HintBytes  int64  // bytes of the hint table: 0 before the first plain save, then fixed (see Save)
 	UsedBytes  int64  // bytes of pool held by live records
 	InUse      int    // live records (Persistent + Refcounted)
 	Persistent int    // live records that are never evicted
@@ -426,7 +426,10 @@ func (d *Depot) Stats() Stats {
 	defer d.mu.Unlock()
 	var table, hints int64
 	if t := d.tab.Load(); t != nil {
-		table, hints = int64(len(t.slots))*4, hintBytes
+		table = int64(len(t.slots)) * 4
+	}
+	if d.hints.Load() != nil {
+		hints = hintBytes
 	}
 	return Stats{
 		Pools:      d.npools,

@@ -130,8 +130,10 @@
 // Save, SaveFlags and SavePCs, which have the whole trace in hand, first
 // look for it without hashing it: a key of a sample of its frames (the
 // first 12, the middle one, the last two, and its length) picks a set of
-// the depot's hint table (8,192 one-word slots, 64 KiB, [Stats.HintBytes]),
-// whose slots name persistent records saved before. The trace is
+// the depot's hint table (8,192 one-word slots, 64 KiB, [Stats.HintBytes],
+// allocated by the first plain save: a depot saved only with a producer's
+// hash has none), whose slots name persistent records saved before. The
+// trace is
 // compared with the record of its tag, the compare a hit makes anyway,
 // and only a trace not found that way is hashed and looked up. Only
 // persistent records are hints, so a hint never names a record that

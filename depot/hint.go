@@ -100,8 +100,12 @@ func hintSet(k uint64, n int) (set uint64, tag uint64) {
 // hinted returns the handle of the record the hint of key k names, if it
 // holds trace.
 func (d *Depot) hinted(trace []uint64, k uint64) (Handle, bool) {
+	hs := d.hints.Load()
+	if hs == nil {
+		return 0, false
+	}
 	set, tag := hintSet(k, len(trace))
-	ways := (*[hintWays]atomic.Uint64)(d.hints.slots[set : set+hintWays])
+	ways := (*[hintWays]atomic.Uint64)(hs.slots[set : set+hintWays])
 	for i := range ways {
 		e := ways[i].Load()
 		if e>>hintNShift != tag {
@@ -122,20 +126,26 @@ func (d *Depot) hinted(trace []uint64, k uint64) (Handle, bool) {
 }
 
 // learn makes a slot of the set of key k name h, the persistent record of
-// an n-frame trace (see the hint constants): the slot of its tag, or else an empty
-// one, or else the one the roll chooses; one that is not empty one time
-// in hintReplaceOdds.
+// an n-frame trace (see the hint constants): the slot of its tag, or else
+// an empty one, or else the one the roll chooses; one that is not empty
+// one time in hintReplaceOdds. The depot's first learn allocates its
+// hints, so a depot only ever saved with a producer's hash has none.
 func (d *Depot) learn(k uint64, h Handle, n int) {
+	hs := d.hints.Load()
+	if hs == nil {
+		d.hints.CompareAndSwap(nil, new(hints)) // or another save's are in
+		hs = d.hints.Load()
+	}
 	set, tag := hintSet(k, n)
 	e := tag<<hintNShift | uint64(h)
-	ways := (*[hintWays]atomic.Uint64)(d.hints.slots[set : set+hintWays])
+	ways := (*[hintWays]atomic.Uint64)(hs.slots[set : set+hintWays])
 	empty := -1
 	for i := range ways {
 		switch old := ways[i].Load(); {
 		case old == e:
 			return
 		case old>>hintNShift == tag:
-			if d.hints.rolls.Roll()%hintReplaceOdds == 0 {
+			if hs.rolls.Roll()%hintReplaceOdds == 0 {
 				ways[i].Store(e)
 			}
 			return
@@ -145,7 +155,7 @@ func (d *Depot) learn(k uint64, h Handle, n int) {
 	}
 	if empty >= 0 {
 		ways[empty].Store(e)
-	} else if r := d.hints.rolls.Roll(); r%hintReplaceOdds == 0 {
+	} else if r := hs.rolls.Roll(); r%hintReplaceOdds == 0 {
 		ways[r/hintReplaceOdds%hintWays].Store(e)
 	}
 }

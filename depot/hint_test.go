@@ -117,7 +117,7 @@ func TestHintSharedKey(t *testing.T) {
 			}
 			same := 0
 			for j := range hintWays {
-				if d.hints.slots[set+uint64(j)].Load()>>hintNShift == tag {
+				if d.hints.Load().slots[set+uint64(j)].Load()>>hintNShift == tag {
 					same++
 				}
 			}
@@ -210,5 +210,34 @@ func TestHintConcurrent(t *testing.T) {
 	after := d.Stats()
 	if got := after.Hits - before.Hits; got != workers*per || after.Misses != before.Misses {
 		t.Errorf("%d hits and %d misses for %d saves of known traces", got, after.Misses-before.Misses, workers*per)
+	}
+}
+
+// TestHintsOnFirstPlainSave: a depot saved only with a producer's hash
+// (a stackid.Table's) never allocates hints; its first plain save does.
+func TestHintsOnFirstPlainSave(t *testing.T) {
+	d := mustNew(t, Config{})
+	k := d.HashKey()
+	trs := genTraces(100, 32, 13)
+	for _, tr := range trs {
+		if _, err := d.SaveHashed(tr, k.Sum(tr)); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := d.LookupHashed(tr, k.Sum(tr)); !ok {
+			t.Fatal("a saved trace not found")
+		}
+	}
+	if st := d.Stats(); st.HintBytes != 0 || d.hints.Load() != nil {
+		t.Fatalf("hints allocated without a plain save: HintBytes %d", st.HintBytes)
+	}
+	want, _ := d.SaveHashed(trs[0], k.Sum(trs[0]))
+	if h, err := d.Save(trs[0]); err != nil || h != want {
+		t.Fatalf("Save = %v, %v; want %v", h, err, want)
+	}
+	if st := d.Stats(); st.HintBytes != hintBytes {
+		t.Fatalf("HintBytes %d after a plain save, want %d", st.HintBytes, hintBytes)
+	}
+	if h, ok := d.hinted(trs[0], hintKey(trs[0], d.hkey.Seed)); !ok || h != want {
+		t.Fatalf("the plain save's hint = %v, %v; want %v", h, ok, want)
 	}
 }

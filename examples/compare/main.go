@@ -379,7 +379,7 @@ func depotTable(w io.Writer, b bench) error {
 		}
 	}
 	st := d.Stats()
-	fmt.Fprintf(w, "\nDepot memory: %d bytes of pool for %d traces (%.0f bytes per trace, %d frames each), plus %d bytes of hash table and %d of hints (fixed per depot).\n\n",
+	fmt.Fprintf(w, "\nDepot memory: %d bytes of pool for %d traces (%.0f bytes per trace, %d frames each), plus %d bytes of hash table and %d of hints (fixed once the depot is first saved without a hash).\n\n",
 		st.UsedBytes, st.InUse, float64(st.UsedBytes)/float64(st.InUse), benchbody.DepotDepth, st.TableBytes, st.HintBytes)
 	return nil
 }
