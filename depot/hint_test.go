@@ -241,3 +241,57 @@ func TestHintsOnFirstPlainSave(t *testing.T) {
 		t.Fatalf("the plain save's hint = %v, %v; want %v", h, ok, want)
 	}
 }
+
+// TestHintsFirstSavesConcurrent: 4 goroutines make a depot's first plain
+// saves at once, so their learns race to allocate the hints (run under
+// -race too). Each trace must keep its handle. Two learns into one set at
+// once may take the same empty slot, so a few hints may be lost then,
+// but one more pass of saves must leave every trace found by its hint.
+func TestHintsFirstSavesConcurrent(t *testing.T) {
+	for round := range 20 {
+		d := mustNew(t, Config{})
+		trs := genTraces(4*32, 32, uint64(100+round))
+		k := d.HashKey()
+		want := make([]Handle, len(trs))
+		for i, tr := range trs {
+			want[i], _ = d.SaveHashed(tr, k.Sum(tr)) // stored, no hints yet
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var errs []string
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < len(trs); i += 4 {
+					if h, err := d.Save(trs[i]); err != nil || h != want[i] {
+						mu.Lock()
+						errs = append(errs, fmt.Sprintf("trace %d: %v, %v; want %v", i, h, err, want[i]))
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if len(errs) > 0 {
+			t.Fatalf("round %d: %v", round, errs)
+		}
+		lost := 0
+		for i, tr := range trs {
+			if h, ok := d.hinted(tr, hintKey(tr, d.hkey.Seed)); !ok {
+				lost++
+			} else if h != want[i] {
+				t.Fatalf("round %d: the hint of trace %d names %v, want %v", round, i, h, want[i])
+			}
+		}
+		if lost > len(trs)/8 {
+			t.Fatalf("round %d: %d of %d traces lost their hints in the first saves", round, lost, len(trs))
+		}
+		for i, tr := range trs {
+			d.Save(tr)
+			if h, ok := d.hinted(tr, hintKey(tr, d.hkey.Seed)); !ok || h != want[i] {
+				t.Fatalf("round %d: trace %d not found by its hint after another save (%v, %v)", round, i, h, ok)
+			}
+		}
+	}
+}
