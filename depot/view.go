@@ -22,6 +22,8 @@ func init() {
 			Pools:        unsafe.Pointer(unsafe.SliceData(d.pools)),
 			PoolBits:     d.poolBits,
 			UnitBits:     offsetBits,
+			PoolMask:     uintptr(d.poolMask),
+			UnitMask:     1<<offsetBits - 1,
 			UnitBytes:    slotWords * 8,
 			FramesOffset: hdrWords * 8,
 		}

@@ -21,7 +21,10 @@ type Layout struct {
 	Pools unsafe.Pointer
 	// A handle's low PoolBits bits choose its pool; the next UnitBits
 	// bits are its record's offset in the pool, in units of UnitBytes.
+	// (Of sets them with PoolBits and UnitBits below 32.) PoolMask and
+	// UnitMask are 1<<PoolBits-1 and 1<<UnitBits-1.
 	PoolBits, UnitBits uint
+	PoolMask, UnitMask uintptr
 	UnitBytes          uintptr
 	// FramesOffset is the bytes from a record's start to its first frame.
 	FramesOffset uintptr
@@ -39,8 +42,9 @@ var Of func(d any) Layout
 // Frames returns the address of the first frame of the persistent record
 // named by handle h.
 func (l *Layout) Frames(h uint32) unsafe.Pointer {
-	idx := uintptr(h) & (1<<l.PoolBits - 1)
-	unit := uintptr(h) >> l.PoolBits & (1<<l.UnitBits - 1)
+	// The shift masked to 5 bits: no test for a count past the word.
+	idx := uintptr(h) & l.PoolMask
+	unit := uintptr(h) >> (l.PoolBits & 31) & l.UnitMask
 	p := *(*unsafe.Pointer)(unsafe.Add(l.Pools, idx*unsafe.Sizeof(uintptr(0))))
 	return unsafe.Add(p, unit*l.UnitBytes+l.FramesOffset)
 }
@@ -54,8 +58,8 @@ func (l *Layout) CountHit(sp uintptr) {
 	}
 }
 
-// Shard picks the hit-counter shard (of 1<<bits) of the goroutine whose
-// stack holds the address sp. A shard must stay with its goroutine: a
+// Shard picks the hit-counter shard (of 1<<bits, bits from 1 to 63) of
+// the goroutine whose stack holds the address sp. A shard must stay with its goroutine: a
 // shard picked per save (by the trace's hash) is written by every
 // goroutine in turn, so its cache line moves between the cores on about
 // every other hit, which cost 5 to 30 ns a hit on two goroutines.
@@ -64,5 +68,5 @@ func (l *Layout) CountHit(sp uintptr) {
 // two CPUs never share a per-CPU counter in the kernel. A stack that moves
 // (grows) takes another shard, which is harmless.
 func Shard(sp uintptr, bits uint) uintptr {
-	return uintptr(uint64(sp>>10) * 0x9e3779b97f4a7c15 >> (64 - bits))
+	return uintptr(uint64(sp>>10) * 0x9e3779b97f4a7c15 >> ((64 - bits) & 63))
 }

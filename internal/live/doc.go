@@ -69,10 +69,10 @@
 // runtime.Callers.
 //
 // Stack IDs (stackid.go, the engine of package unwind/live/stackid):
-// WalkGuess walks the chain once, comparing it with the record of a stack
-// that began the same way (a hint) or, failing that, storing and hashing
-// each return address with the depot's hash (Resume), so that a known
-// stack is found by its hint or by one lookup;
+// Hit walks the chain once, comparing it with the record of a stack that
+// began the same way (a hint); failing that, WalkFirst and Resume walk it
+// storing and hashing each return address with the depot's hash, so that
+// a known stack is found by its hint or by one lookup;
 // SkipIDFrames drops a skip by the cache's verdicts first; ResolveID
 // resolves and checks a new stack against Callers' own answer before it is
 // stored, and IDs.Expand turns a stored chain back into Callers' logical

@@ -14,16 +14,17 @@ import (
 	"github.com/unwindkit/unwindkit/internal/tracehash"
 )
 
-// WalkGuess and Resume, on any chain (fuzzStack's, which may break the
-// rules) with a guess planted in the chain's hint slot under the chain's
+// Hit, WalkFirst and Resume, on any chain (fuzzStack's, which may break
+// the rules), with any cut, with a guess planted in the chain's hint slot under the chain's
 // own tag (as a key colliding with it would be): the chain's own record,
 // one that differs in one frame (among the first hintFrames or after),
 // one a frame shorter or longer, or none; the slot contended (the guess
-// hashing as it compares) or not. WalkGuess must hit exactly when
-// the guess is the stack's record, never for a walk that broke a rule, a
-// hit must keep the slot's hint, and Resume must return what WalkHash
-// returns (the same frames, hash and ok).
-func FuzzWalkGuess(f *testing.F) {
+// hashing as it compares) or not. Hit must hit exactly when the guess is
+// the stack's record and its slot sure, never for a walk that broke a
+// rule; a hit must keep the slot's hint and count one depot hit; and
+// without a hit, WalkFirst then Resume must return what WalkHash returns
+// (the same frames, hash and ok).
+func FuzzHit(f *testing.F) {
 	long := []byte{2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 0xff}
 	for v := range uint8(5) {
 		f.Add(long, uint8(7), v, uint8(6), true)
@@ -44,7 +45,8 @@ func FuzzWalkGuess(f *testing.F) {
 		m := 1 + int(mf%40)
 		d, ids := newTestIDs(m)
 		rec := make([]uint64, m)
-		n, h, ok := WalkHash(start, start, 0, rec, ids.Seed, ids.Mul)
+		cut := int(pos % 3) // the logical frames a skip drops, in the first word
+		n, h, ok := WalkHash(start, start, cut, rec, ids.Seed, ids.Mul)
 		want := slices.Clone(rec[:n])
 		var guess []uint64
 		switch variant % 5 {
@@ -76,7 +78,7 @@ func FuzzWalkGuess(f *testing.F) {
 		planted := guess != nil && len(want) >= hintFrames
 		if planted {
 			gh = save(guess)
-			slot, tag := hintSlot(tracehash.Sum(want[:hintFrames], ids.Seed, ids.Mul))
+			slot, tag := hintSlot(hintKey(want[0], want[1], want[2], want[3]))
 			ids.hints[slot].Store(uint64(gh) | uint64(len(guess))<<32 | uint64(pos>>6)<<hintConfShift | tag<<hintTagShift)
 		}
 		wantHd, wantFound := uint32(0), false
@@ -84,8 +86,11 @@ func FuzzWalkGuess(f *testing.F) {
 			hd, found := d.LookupHashed(want, depot.Hash(h))
 			wantHd, wantFound = uint32(hd), found
 		}
-		var g Guess
-		hd, hit := ids.WalkGuess(start, start, 0, &g)
+		hits := d.Stats().Hits
+		hd, hit := ids.Hit(start, start, cut)
+		if got := d.Stats().Hits - hits; hit && got != 1 || !hit && got != 0 {
+			t.Fatalf("Hit %v counted %d hits in the depot", hit, got)
+		}
 		right := planted && ok && n > hintFrames && slices.Equal(guess, want)
 		unsure := pos>>6 < 2 // not guessed from
 		switch {
@@ -98,12 +103,15 @@ func FuzzWalkGuess(f *testing.F) {
 		case !hit && right && !unsure:
 			t.Fatalf("no hit on the walk's own record %#x", want)
 		case hit:
-			slot, _ := hintSlot(tracehash.Sum(want[:hintFrames], ids.Seed, ids.Mul))
+			slot, _ := hintSlot(hintKey(want[0], want[1], want[2], want[3]))
 			if e := ids.hints[slot].Load(); uint32(e) != gh || e&hintConfMask < uint64(pos>>6)<<hintConfShift {
 				t.Fatalf("a hit left its slot's hint %#x, want %#x no less sure", e, gh)
 			}
 			return
 		}
+		// Without a hit, WalkFirst's walk resumes as WalkHash.
+		var g Guess
+		ids.WalkFirst(start, start, cut, &g)
 		buf := make([]uint64, m)
 		n2, h2, ok2 := ids.Resume(start, &g, buf)
 		if ok2 != ok || ok && (n2 != n || h2 != h || !slices.Equal(buf[:n2], want)) {

@@ -77,16 +77,17 @@ func TestWalkLoopsCallNothing(t *testing.T) {
 		"skipRecords": nil,
 		// The stack ID's one pass: only the load of stopPC, before its
 		// loop (the rotate is an intrinsic even without optimisation);
-		// WalkHash is walkHashOn from frame 0, and WalkGuess calls it for
-		// the first frames, then walkCompare.
-		"walkHashOn":  {"sync/atomic.(*Uintptr).Load"},
-		"walkCompare": {"sync/atomic.(*Uintptr).Load"},
-		"WalkHash":    {"live.walkHashOn"},
-		// the chance and CAS of a hit's confidence after its loop;
-		// walkCompare is its guess's loop.
-		"(*IDs).WalkGuess": {"live.walkHashOn", "live.walkCompare", "sync/atomic.(*Uintptr).Load", "sync/atomic.(*Uint64).Load",
+		// WalkHash and WalkFirst are walkHashOn from frame 0, and Hit
+		// walks its first frames without a loop, then walkCompare's,
+		// and counts its hit; the chance and CAS of a hit's confidence
+		// after its loop. The rest: calls without optimisation.
+		"walkHashOn":       {"sync/atomic.(*Uintptr).Load"},
+		"walkCompare":      {"sync/atomic.(*Uintptr).Load"},
+		"WalkHash":         {"live.walkHashOn"},
+		"(*IDs).WalkFirst": {"live.walkHashOn"},
+		"(*IDs).Hit": {"live.walkCompare", "sync/atomic.(*Uintptr).Load", "sync/atomic.(*Uint64).Load",
 			"live.(*IDs).roll", "depotview.(*Rolls).Roll", "sync/atomic.(*Uint64).CompareAndSwap", "depotview.Shard", "tracehash.Finish",
-			"live.hintSlot", "depotview.(*Layout).Frames"}, // the last three: without optimisation
+			"live.hintSlot", "live.hintKey", "depotview.(*Layout).Frames", "depotview.(*Layout).CountHit", "sync/atomic.AddUint64"},
 		// fastWalk's walk on past the first frame with inlined calls.
 		"walkExpand": nil,
 	}

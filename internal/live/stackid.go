@@ -20,14 +20,16 @@ import (
 // stack: each physical frame expanded by its verdict (itself, its inlined
 // calls, nothing for a hidden wrapper), as fastWalk expands it.
 //
-// The common case, skip 1 (the caller of the public Save), is one pass:
-// WalkGuess walks the chain from the public Save's frame record, hashing
-// its first hintFrames return addresses; their hash picks a hint, the
-// record of a stack seen before that began the same way, and the walk
-// compares each further return address with the hint's frame as it reads
-// it. If they agree to the end, the hint is the stack's record: a hit
-// with no lookup. Otherwise Resume finishes the walk into a buffer,
-// storing and hashing each return address (the depot's hash,
+// The common case, a stack seen again and again, is one pass: Hit walks
+// the chain from the public Save's frame record (or where the skip
+// arrived), reading its first hintFrames return addresses; their key
+// (hintKey) picks a hint, the record of a stack seen before that began
+// the same way, and the walk compares each further return address with
+// the hint's frame as it reads it. If they agree to the end, the hint is
+// the stack's record: a hit with no hash and no lookup. Otherwise
+// WalkFirst walks the first frames again, hashing them, and Resume
+// finishes the walk into a buffer, storing and hashing each return
+// address (the depot's hash,
 // internal/tracehash, written out in the loop), and the depot's lookup
 // with that hash compares the one candidate. A hit returns its handle:
 // the record was checked when it was stored, and verdicts never change
@@ -67,7 +69,7 @@ const FastIDs = !raceEnabled
 // expansion. ok is false if the walk stopped at a record that broke a rule
 // or at the known cgo boundary, or if the first address does not fit
 // below the record's tags: then only ResolveID can say what to store.
-// (WalkGuess is the public Save's pass; this is it with no guess.)
+// (WalkFirst and Resume are this, in two steps.)
 //
 //go:norace
 //go:nocheckptr
@@ -120,61 +122,83 @@ func walkHashOn(start, fp unsafe.Pointer, cut, n int, h uint64, rec []uint64, mu
 	return n, h, fp, walkFull
 }
 
-// WalkGuess is the public Save's one pass: WalkHash, guessing the record
-// after hintFrames frames (see hintFrames), with no buffer but the first
-// frames': on a hit the guess's frames are the stack's. It returns the
-// record's handle and hit true, or, in g, where it stopped: Resume
-// finishes the walk from there into a buffer.
+// Hit is the public Save's one pass when the stack is its guess's: the
+// walk from record fp (start, the frame record of the public Save, or
+// where SkipIDFrames arrived from it, with cut). It returns the guess's
+// handle and true, having counted the hit in the depot's statistics,
+// exactly when the slot of the first hintFrames frames is sure (see
+// hintFrames) and names the stack's record. The first frames are read
+// into registers (not hashed: hintKey), the guess's first frames compared
+// with them, then walkCompare compares the rest. Otherwise it returns
+// false, and WalkFirst walks the first frames again for Resume (no second
+// guess: a Guess for Hit to fill on its way out cost a hit 2 to 4 ns,
+// more than the frames read again cost a miss).
 //
 //go:norace
 //go:nocheckptr
-func (ids *IDs) WalkGuess(start, fp unsafe.Pointer, cut int, g *Guess) (hd uint32, hit bool) {
-	k := min(ids.MaxFrames, hintFrames)
-	n, h, fp, why := walkHashOn(start, fp, cut, 0, ids.Seed, g.first[:k], ids.Mul)
-	g.k, g.n, g.h, g.why = k, n, h, why
-	if why != walkFull || k == ids.MaxFrames {
+func (ids *IDs) Hit(start, fp unsafe.Pointer, cut int) (uint32, bool) {
+	if ids.MaxFrames <= hintFrames || ids.hints == nil {
 		return 0, false
 	}
-	g.off = uintptr(fp) - uintptr(start)
-	var e uint64
-	slot, tag := hintSlot(h)
-	if ids.hints != nil {
-		e = ids.hints[slot].Load()
+	stop := stopPC.Load()
+	limit := min(uintptr(start), ^uintptr(0)-maxStack) + maxStack // limitFor(start), clamped
+	r0 := *(*uintptr)(unsafe.Add(fp, ptrSize))
+	p1 := *(*unsafe.Pointer)(fp)
+	if u := uintptr(p1); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || r0 == stop || r0 >= addrMask {
+		return 0, false
 	}
+	w0 := uint64(r0) | uint64(cut)<<addrBits
+	r1 := *(*uintptr)(unsafe.Add(p1, ptrSize))
+	p2 := *(*unsafe.Pointer)(p1)
+	if u := uintptr(p2); u <= uintptr(p1) || u >= limit || u&(ptrSize-1) != 0 || r1 == stop {
+		return 0, false
+	}
+	r2 := *(*uintptr)(unsafe.Add(p2, ptrSize))
+	p3 := *(*unsafe.Pointer)(p2)
+	if u := uintptr(p3); u <= uintptr(p2) || u >= limit || u&(ptrSize-1) != 0 || r2 == stop {
+		return 0, false
+	}
+	r3 := *(*uintptr)(unsafe.Add(p3, ptrSize))
+	p4 := *(*unsafe.Pointer)(p3)
+	if u := uintptr(p4); u <= uintptr(p3) || u >= limit || u&(ptrSize-1) != 0 || r3 == stop {
+		return 0, false
+	}
+	slot, tag := hintSlot(hintKey(w0, uint64(r1), uint64(r2), uint64(r3)))
+	e := ids.hints[slot].Load()
 	if e>>hintTagShift != tag || e&hintConfMask < hintGuessConf {
 		return 0, false
 	}
+	gf := ids.layout.Frames(uint32(e))
+	if *(*[hintFrames]uint64)(gf) != [hintFrames]uint64{w0, uint64(r1), uint64(r2), uint64(r3)} {
+		return 0, false
+	}
 	gn := min(int(e>>32&(1<<9-1)), ids.MaxFrames)
-	hd = uint32(e)
-	gf := ids.layout.Frames(hd)
-	g.guess = hd
-	// The frames are compared, not hashed: Resume hashes them from the
-	// guess if it is wrong.
-	n, fp, why = walkCompare(start, fp, gf, n, gn)
-	switch why {
-	case walkWrong:
-		g.n, g.off = n, uintptr(fp)-uintptr(start) // wrong from this record on
+	n, _, why := walkCompare(start, p4, gf, hintFrames, gn)
+	if !(why == walkFull && n == ids.MaxFrames || why == walkEnd && n == gn) {
 		return 0, false
-	case walkBroken:
-		g.why, g.off = walkBroken, 0
-		return 0, false
-	case walkEnd:
-		g.why, g.off = walkEnd, 0
-	default: // walkFull
-		if n < ids.MaxFrames {
-			// The guess ends here and the stack does not.
-			g.n, g.off = n, uintptr(fp)-uintptr(start)
-			return 0, false
-		}
 	}
-	if n == gn && *(*[hintFrames]uint64)(gf) == g.first {
-		if e&hintConfMask != hintConfMask && ids.roll()%hintOdds == 0 {
-			ids.hints[slot].CompareAndSwap(e, e+1<<hintConfShift) // right: surer
-		}
-		return hd, true
+	if e&hintConfMask != hintConfMask && ids.roll()%hintOdds == 0 {
+		ids.hints[slot].CompareAndSwap(e, e+1<<hintConfShift) // right: surer
 	}
-	g.n, g.off = n, 0
-	return 0, false
+	var x byte
+	ids.layout.CountHit(uintptr(unsafe.Pointer(&x)))
+	return uint32(e), true
+}
+
+// WalkFirst walks the first hintFrames frames from record fp (start,
+// the frame record of the public Save, or where SkipIDFrames arrived from
+// it, with cut) into g, hashing them, for Resume: the start of the walk
+// after Hit did not hit.
+//
+//go:norace
+//go:nocheckptr
+func (ids *IDs) WalkFirst(start, fp unsafe.Pointer, cut int, g *Guess) {
+	k := min(ids.MaxFrames, hintFrames)
+	n, h, next, why := walkHashOn(start, fp, cut, 0, ids.Seed, g.first[:k], ids.Mul)
+	g.k, g.n, g.h, g.why = k, n, h, why
+	if why == walkFull && k < ids.MaxFrames {
+		g.off = uintptr(next) - uintptr(start)
+	}
 }
 
 // walkCompare walks on from record fp, as frame n of the walk, while the
@@ -183,7 +207,7 @@ func (ids *IDs) WalkGuess(start, fp unsafe.Pointer, cut int, g *Guess) (hd uint3
 // (walkWrong: the first that differs; walkFull: the next after frame m,
 // its pointer checked by the rules) and why it stopped. A loop of its
 // own, so that the record pointer it carries stays in a register (inside
-// WalkGuess it was spilled each frame: 24 ns at depth 128). The loop
+// the guessing walk it was spilled each frame: 24 ns at depth 128). The loop
 // calls nothing, even at -N -l.
 //
 //go:norace
@@ -191,6 +215,56 @@ func (ids *IDs) WalkGuess(start, fp unsafe.Pointer, cut int, g *Guess) (hd uint3
 func walkCompare(start, fp, gf unsafe.Pointer, n, m int) (int, unsafe.Pointer, int) {
 	stop := stopPC.Load()
 	limit := min(uintptr(start), ^uintptr(0)-maxStack) + maxStack // limitFor(start), clamped
+	// Four frames a turn: the loop's own count and branch are a quarter
+	// of what they would be, then the rest one at a time.
+	for ; n+3 < m; n += 4 {
+		g := (*[4]uint64)(unsafe.Add(gf, n*8))
+		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
+		p1 := *(*unsafe.Pointer)(fp)
+		if uint64(ret) != g[0] {
+			return n, fp, walkWrong
+		}
+		if u := uintptr(p1); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
+			if u != 0 || ret == stop {
+				return n, nil, walkBroken
+			}
+			return n + 1, nil, walkEnd
+		}
+		ret = *(*uintptr)(unsafe.Add(p1, ptrSize))
+		p2 := *(*unsafe.Pointer)(p1)
+		if uint64(ret) != g[1] {
+			return n + 1, p1, walkWrong
+		}
+		if u := uintptr(p2); u <= uintptr(p1) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
+			if u != 0 || ret == stop {
+				return n + 1, nil, walkBroken
+			}
+			return n + 2, nil, walkEnd
+		}
+		ret = *(*uintptr)(unsafe.Add(p2, ptrSize))
+		p3 := *(*unsafe.Pointer)(p2)
+		if uint64(ret) != g[2] {
+			return n + 2, p2, walkWrong
+		}
+		if u := uintptr(p3); u <= uintptr(p2) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
+			if u != 0 || ret == stop {
+				return n + 2, nil, walkBroken
+			}
+			return n + 3, nil, walkEnd
+		}
+		ret = *(*uintptr)(unsafe.Add(p3, ptrSize))
+		p4 := *(*unsafe.Pointer)(p3)
+		if uint64(ret) != g[3] {
+			return n + 3, p3, walkWrong
+		}
+		if u := uintptr(p4); u <= uintptr(p3) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
+			if u != 0 || ret == stop {
+				return n + 3, nil, walkBroken
+			}
+			return n + 4, nil, walkEnd
+		}
+		fp = p4
+	}
 	for ; n < m; n++ {
 		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
 		next := *(*unsafe.Pointer)(fp)
@@ -208,16 +282,15 @@ func walkCompare(start, fp, gf unsafe.Pointer, n, m int) (int, unsafe.Pointer, i
 	return n, fp, walkFull
 }
 
-// A Guess is where WalkGuess stopped without a hit. It holds no pointers
-// (its stores need no write barriers in WalkGuess): the record to go on
-// from is an offset from the walk's start, which a stack move keeps.
+// A Guess is where WalkFirst stopped. It holds no pointers: the record
+// to go on from is an offset from the walk's start, which a stack move
+// keeps.
 type Guess struct {
 	first [hintFrames]uint64 // the first k frames
-	k, n  int                // frames walked: the first k, then n-k equal to the guess's
-	h     uint64             // the hash of the first k
-	guess uint32             // the guess's handle
+	k, n  int                // frames walked: k, or fewer if the chain ended
+	h     uint64             // the hash of the first n
 	off   uintptr            // the record to go on from, as frame n, less start (0: the walk is over)
-	why   int                // how the walk stopped, if it is over
+	why   int                // how the walk stopped
 }
 
 // OK reports whether Resume can finish the walk: false if it stopped at a
@@ -238,12 +311,8 @@ func (ids *IDs) Resume(start unsafe.Pointer, g *Guess, rec []uint64) (int, uint6
 	if g.why == walkBroken {
 		return 0, 0, false
 	}
-	copy(rec, g.first[:g.k])
+	copy(rec, g.first[:g.n])
 	h := g.h
-	if g.n > g.k {
-		copy(rec[g.k:g.n], unsafe.Slice((*uint64)(ids.layout.Frames(g.guess)), g.n)[g.k:])
-		h = tracehash.Sum(rec[g.k:g.n], h, ids.Mul)
-	}
 	if g.off == 0 {
 		return g.n, h, true
 	}
@@ -253,14 +322,14 @@ func (ids *IDs) Resume(start unsafe.Pointer, g *Guess, rec []uint64) (int, uint6
 
 // SetHint tells the slot of a walk's record that a save found it in the
 // depot under handle hd, n frames long, without the slot's guess (g is
-// where WalkGuess stopped): by the chances of hintFrames, if the slot
+// where WalkFirst stopped): by the chances of hintFrames, if the slot
 // holds the record, it is surer; if it holds another, less sure, or, at
 // 0, it takes the record. An empty slot takes it at once.
 func (ids *IDs) SetHint(g *Guess, n int, hd uint32) {
 	if ids.hints == nil || g.k != hintFrames || n <= hintFrames || hd == 0 {
 		return
 	}
-	slot, tag := hintSlot(g.h)
+	slot, tag := hintSlot(hintKey(g.first[0], g.first[1], g.first[2], g.first[3]))
 	e := uint64(hd) | uint64(n)<<32 | tag<<hintTagShift
 	s := &ids.hints[slot]
 	old := s.Load()

@@ -15,12 +15,13 @@ func WalkHash(start, fp unsafe.Pointer, cut int, rec []uint64, seed, mul uint64)
 	return 0, 0, false
 }
 
-// WalkGuess finds nothing: there is no walk here.
-func (ids *IDs) WalkGuess(start, fp unsafe.Pointer, cut int, g *Guess) (uint32, bool) {
-	return 0, false
-}
+// Hit finds nothing: there is no walk here.
+func (ids *IDs) Hit(start, fp unsafe.Pointer, cut int) (uint32, bool) { return 0, false }
 
-// A Guess is where WalkGuess stopped: nowhere here.
+// WalkFirst does nothing: there is no walk here.
+func (ids *IDs) WalkFirst(start, fp unsafe.Pointer, cut int, g *Guess) {}
+
+// A Guess is where WalkFirst stopped: nowhere here.
 type Guess struct{}
 
 // OK is false: there is no walk here.

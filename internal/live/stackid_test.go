@@ -65,11 +65,11 @@ func testSaveID(skip int) idResult {
 			fp, cut, ok = SkipIDFrames(start, skip)
 		}
 		if ok {
-			var g Guess
-			if hd, hit := testIDs.WalkGuess(start, fp, cut, &g); hit {
-				testIDs.CountHit()
+			if hd, hit := testIDs.Hit(start, fp, cut); hit {
 				return idResult{hd, nil, testDepot, testIDs}
 			}
+			var g Guess
+			testIDs.WalkFirst(start, fp, cut, &g)
 			var buf [maxIDFrames]uint64
 			rec := buf[:testIDs.MaxFrames]
 			if n, h, ok := testIDs.Resume(start, &g, rec); ok {
@@ -101,11 +101,11 @@ func testSaveIDOn(d *depot.Depot, ids *IDs, skip int) idResult {
 			fp, cut, ok = SkipIDFrames(start, skip)
 		}
 		if ok {
-			var g Guess
-			if hd, hit := ids.WalkGuess(start, fp, cut, &g); hit {
-				ids.CountHit()
+			if hd, hit := ids.Hit(start, fp, cut); hit {
 				return idResult{hd, nil, d, ids}
 			}
+			var g Guess
+			ids.WalkFirst(start, fp, cut, &g)
 			var buf [maxIDFrames]uint64
 			rec := buf[:ids.MaxFrames]
 			if n, h, ok := ids.Resume(start, &g, rec); ok {

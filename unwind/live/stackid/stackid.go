@@ -10,9 +10,10 @@
 // What is deduplicated is the physical chain of return addresses, at most
 // the depot's MaxFrames of them from the first frame the skip keeps. A
 // stack seen again and again costs the walk and a compare of each return
-// address with the stored frame, in the walk's shadow: the hash of its
-// first four frames picks a guess, the record of a stack that began the
-// same way, and a right guess needs no lookup. Otherwise (a stack seen
+// address with the stored frame, in the walk's shadow: a key of its
+// first four frames (rotated and xored, not hashed) picks a guess, the
+// record of a stack that began the same way, and a right guess needs no
+// hash and no lookup. Otherwise (a stack seen
 // seldom, or one that shares its first frames with others saved in turn,
 // whose guesses the Table learns not to make) the walk hashes each return
 // address as it stores it (a multiply, a shift, a rotate and two xors a
@@ -101,11 +102,11 @@ func (t *Table) Save(skip int) (depot.Handle, error) {
 			fp, cut, ok = ilive.SkipIDFrames(start, skip)
 		}
 		if ok {
-			var g ilive.Guess
-			if h, hit := t.ids.WalkGuess(start, fp, cut, &g); hit {
-				t.ids.CountHit()
+			if h, hit := t.ids.Hit(start, fp, cut); hit {
 				return depot.Handle(h), nil
 			}
+			var g ilive.Guess
+			t.ids.WalkFirst(start, fp, cut, &g) // Hit guessed
 			if g.OK() {
 				var h depot.Handle
 				var hit bool
