@@ -106,10 +106,15 @@ type Config struct {
 	// frame for which it returns true, as the kernel's filter_irq_stacks
 	// cuts after the first frame in the IRQ-entry text (see EntryText).
 	Filter func(pc uint64) bool
-	// NoHitCount skips counting hits found without the lock, saving one
-	// atomic add per Save hit; Stats.Hits then counts only the hits found
-	// under the lock.
-	NoHitCount bool
+	// CountHits makes Stats.Hits count every hit. A hit found without
+	// the lock is then one atomic add more, a locked instruction: on
+	// amd64 a full fence, which waits for the caller's stores (a trace
+	// just unwound into a buffer) and keeps the next save's loads from
+	// overlapping this one's; measured, 2.5 to 3 ns of a 27 ns SaveHashed
+	// hit over 4,096 traces and 4.4 of a 34 ns SCS copy and Save (see the
+	// README). Without it Stats.Hits counts only the hits found under the
+	// lock, as the kernel's stack depot counts none.
+	CountHits bool
 }
 
 // MaxFrames returns the most frames d keeps of a trace (Config.MaxFrames,
@@ -235,7 +240,7 @@ func (d *Depot) setup(cfg Config) {
 		np = DefaultMaxPools
 	}
 	d.filter = cfg.Filter
-	d.countHits = !cfg.NoHitCount
+	d.countHits = cfg.CountHits
 	d.poolBits = log2ceil(np)
 	d.poolMask = 1<<d.poolBits - 1
 	d.locBits = d.poolBits + offsetBits
@@ -409,7 +414,7 @@ type Stats struct {
 	Refcounted int    // live records evicted on their last Put
 	Free       int    // evicted records on the freelist
 	FreeBytes  int64  // bytes of pool held by the freelist
-	Hits       uint64 // saves that found their trace already stored
+	Hits       uint64 // saves that found their trace already stored (all of them with Config.CountHits)
 	Misses     uint64 // saves that stored a new record
 	Evictions  uint64 // records evicted by Put
 	NoSpace    uint64 // saves refused with ErrNoSpace

@@ -99,7 +99,9 @@ func TestDedup(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := mustNew(t, tc.cfg)
+			cfg := tc.cfg
+			cfg.CountHits = true
+			d := mustNew(t, cfg)
 			ha, err := d.Save(tc.a)
 			if err != nil {
 				t.Fatal(err)
@@ -747,8 +749,8 @@ func TestHitCount(t *testing.T) {
 		cfg      Config
 		wantHits uint64
 	}{
-		{Config{}, 3},
-		{Config{NoHitCount: true}, 0},
+		{Config{CountHits: true}, 3},
+		{Config{}, 0},
 	} {
 		d := mustNew(t, tc.cfg)
 		for range 4 {
@@ -826,7 +828,7 @@ func (d *Depot) mustSave(t *testing.T, tr []uint64) Handle {
 // hit-counter shards, so that some goroutines share a shard: no hit is
 // lost or counted twice.
 func TestConcurrentHitCount(t *testing.T) {
-	d := mustNew(t, Config{})
+	d := mustNew(t, Config{CountHits: true})
 	traces := genTraces(16, 8, 9)
 	for _, tr := range traces {
 		d.mustSave(t, tr)
@@ -855,7 +857,7 @@ func TestConcurrentHitCount(t *testing.T) {
 // them), not spread over the shards by trace, where every goroutine would
 // write every shard's cache line in turn.
 func TestHitShardStaysWithGoroutine(t *testing.T) {
-	d := mustNew(t, Config{})
+	d := mustNew(t, Config{CountHits: true})
 	traces := genTraces(4*hitShards, 8, 21)
 	for _, tr := range traces {
 		d.mustSave(t, tr)

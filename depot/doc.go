@@ -155,7 +155,7 @@
 // record and compares every frame; one that is not hashes the trace
 // once, probes the table, reads one record and compares every frame
 // (SaveHashed does that with the producer's hash). With hit counting on
-// either adds one atomic add, to a
+// (Config.CountHits) either adds one atomic add, to a
 // counter shard that stays with the goroutine (picked from its stack
 // address), so that goroutines counting hits do not pass one cache line
 // between their cores. It takes no lock and writes nothing shared, so

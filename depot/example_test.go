@@ -9,7 +9,7 @@ import (
 )
 
 func Example() {
-	d, err := depot.New(depot.Config{})
+	d, err := depot.New(depot.Config{CountHits: true})
 	if err != nil {
 		panic(err)
 	}

@@ -50,7 +50,7 @@ func saveAll(t *testing.T, d *Depot, trs [][]uint64) []Handle {
 // keep a slot of it: saved in turn, every save after the first finds its
 // record by its hint, counted as a hit, and gives its own handle.
 func TestHintSameSet(t *testing.T) {
-	d := mustNew(t, Config{})
+	d := mustNew(t, Config{CountHits: true})
 	// Distinct traces until hintWays share a set.
 	bySet := map[uint64][][]uint64{}
 	var trs [][]uint64
@@ -181,7 +181,7 @@ func TestHintOnlyPersistent(t *testing.T) {
 // single-goroutine save (a mixed or wrong hint shows as a wrong handle),
 // and the hits must add up (run under -race too).
 func TestHintConcurrent(t *testing.T) {
-	d := mustNew(t, Config{})
+	d := mustNew(t, Config{CountHits: true})
 	trs := sharedKeyTraces(t, d, 2*hintWays)
 	trs = append(trs, genTraces(8, 32, 11)...) // sets of their own
 	want := saveAll(t, d, trs)

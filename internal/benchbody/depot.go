@@ -53,7 +53,7 @@ type Peer struct {
 }
 
 // DepotPeers are the stores compared: the depot at its default
-// configuration (hit counting on), a map[string] behind a sync.Mutex, and
+// configuration (no hit counting, as the maps count none), a map[string] behind a sync.Mutex, and
 // a sync.Map. The baseline of examples/compare is DepotPeers[1].
 var DepotPeers = []Peer{
 	{"depot", func(int) (Store, error) {

@@ -26,7 +26,7 @@ var testDepot, testIDs = newTestIDs(idMaxFrames)
 // newTestIDs returns a depot and the IDs of a stack-ID table on it, with
 // the walk on in race builds too (as testCallers is callersCached there).
 func newTestIDs(maxFrames int) (*depot.Depot, *IDs) {
-	d, err := depot.New(depot.Config{MaxFrames: maxFrames})
+	d, err := depot.New(depot.Config{MaxFrames: maxFrames, CountHits: true})
 	if err != nil {
 		panic(err)
 	}

@@ -114,7 +114,8 @@ type Slab struct {
 }
 
 func newSlab(filter func(uint64) bool) (*Slab, error) {
-	d, err := depot.New(depot.Config{MaxFrames: StackDepth, Filter: filter})
+	// CountHits: the example reports the depot's hits.
+	d, err := depot.New(depot.Config{MaxFrames: StackDepth, Filter: filter, CountHits: true})
 	if err != nil {
 		return nil, err
 	}
