@@ -53,8 +53,9 @@ type Peer struct {
 }
 
 // DepotPeers are the stores compared: the depot at its default
-// configuration (no hit counting, as the maps count none), a map[string] behind a sync.Mutex, and
-// a sync.Map. The baseline of examples/compare is DepotPeers[1].
+// configuration (no hit counting, as the maps count none), a
+// map[string] behind a sync.Mutex, and a sync.Map. The baseline of
+// examples/compare is DepotPeers[1].
 var DepotPeers = []Peer{
 	{"depot", func(int) (Store, error) {
 		d, err := depot.New(depot.Config{})
