@@ -21,7 +21,6 @@ func init() {
 		l := depotview.Layout{
 			Pools:        unsafe.Pointer(unsafe.SliceData(d.pools)),
 			PoolBits:     d.poolBits,
-			UnitBits:     offsetBits,
 			PoolMask:     uintptr(d.poolMask),
 			UnitMask:     1<<offsetBits - 1,
 			UnitBytes:    slotWords * 8,

@@ -24,8 +24,9 @@ import (
 // [depot.Depot.Save] finds it, by a sample of its frames, and compared
 // once with the record; d cuts it with its Filter first, if it has one
 // (that sweep calls the filter on each frame). Only a trace d does not
-// find that way is hashed. So a hit costs the unwind, the sample, the
-// one compare and the hit count, and d does not copy the trace.
+// find that way is hashed. So a hit costs the unwind, the sample and the
+// one compare (and the hit count, with depot.Config.CountHits), and d
+// does not copy the trace.
 // [SaveForDepot] is the other way, for a caller that wants the hash: it
 // hashes (and cuts) in the sweep after the unwind, and [StoreHashed] gives
 // both to d.

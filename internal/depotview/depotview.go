@@ -19,11 +19,10 @@ type Layout struct {
 	// Pools is the depot's table of pool pointers (each one word, nil
 	// until its pool is allocated).
 	Pools unsafe.Pointer
-	// A handle's low PoolBits bits choose its pool; the next UnitBits
-	// bits are its record's offset in the pool, in units of UnitBytes.
-	// (Of sets them with PoolBits and UnitBits below 32.) PoolMask and
-	// UnitMask are 1<<PoolBits-1 and 1<<UnitBits-1.
-	PoolBits, UnitBits uint
+	// A handle's low PoolBits bits (PoolMask) choose its pool; the bits
+	// above them, masked by UnitMask, are its record's offset in the
+	// pool, in units of UnitBytes. (Of sets PoolBits below 32.)
+	PoolBits           uint
 	PoolMask, UnitMask uintptr
 	UnitBytes          uintptr
 	// FramesOffset is the bytes from a record's start to its first frame.
@@ -59,10 +58,11 @@ func (l *Layout) CountHit(sp uintptr) {
 }
 
 // Shard picks the hit-counter shard (of 1<<bits, bits from 1 to 63) of
-// the goroutine whose stack holds the address sp. A shard must stay with its goroutine: a
-// shard picked per save (by the trace's hash) is written by every
-// goroutine in turn, so its cache line moves between the cores on about
-// every other hit, which cost 5 to 30 ns a hit on two goroutines.
+// the goroutine whose stack holds the address sp. A shard must stay with
+// its goroutine: a shard picked per save (by the trace's hash) is written
+// by every goroutine in turn, so its cache line moves between the cores
+// on about every other hit, which cost 5 to 30 ns a hit on two
+// goroutines.
 // Goroutine stacks are disjoint (2 KiB apart at the least), so two
 // goroutines counting at once share a shard with probability 1>>bits, as
 // two CPUs never share a per-CPU counter in the kernel. A stack that moves

@@ -173,7 +173,7 @@ func (ids *IDs) Hit(start, fp unsafe.Pointer, cut int) (uint32, bool) {
 		return 0, false
 	}
 	gn := min(int(e>>32&(1<<9-1)), ids.MaxFrames)
-	n, _, why := walkCompare(start, p4, gf, hintFrames, gn)
+	n, why := walkCompare(start, p4, gf, hintFrames, gn)
 	if !(why == walkFull && n == ids.MaxFrames || why == walkEnd && n == gn) {
 		return 0, false
 	}
@@ -203,16 +203,16 @@ func (ids *IDs) WalkFirst(start, fp unsafe.Pointer, cut int, g *Guess) {
 
 // walkCompare walks on from record fp, as frame n of the walk, while the
 // return addresses equal the guess's frames at gf, up to frame m: it
-// returns the frames walked and found equal, the record it stopped at
-// (walkWrong: the first that differs; walkFull: the next after frame m,
-// its pointer checked by the rules) and why it stopped. A loop of its
-// own, so that the record pointer it carries stays in a register (inside
-// the guessing walk it was spilled each frame: 24 ns at depth 128). The loop
-// calls nothing, even at -N -l.
+// returns the frames walked and found equal and why it stopped (walkWrong
+// at the first that differs; walkFull after frame m, the next record's
+// pointer checked by the rules). A loop of its own, so that the record
+// pointer it carries stays in a register (inside the guessing walk it was
+// spilled each frame: 24 ns at depth 128). The loop calls nothing, even
+// at -N -l.
 //
 //go:norace
 //go:nocheckptr
-func walkCompare(start, fp, gf unsafe.Pointer, n, m int) (int, unsafe.Pointer, int) {
+func walkCompare(start, fp, gf unsafe.Pointer, n, m int) (int, int) {
 	stop := stopPC.Load()
 	limit := min(uintptr(start), ^uintptr(0)-maxStack) + maxStack // limitFor(start), clamped
 	// Four frames a turn: the loop's own count and branch are a quarter
@@ -222,46 +222,46 @@ func walkCompare(start, fp, gf unsafe.Pointer, n, m int) (int, unsafe.Pointer, i
 		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
 		p1 := *(*unsafe.Pointer)(fp)
 		if uint64(ret) != g[0] {
-			return n, fp, walkWrong
+			return n, walkWrong
 		}
 		if u := uintptr(p1); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
 			if u != 0 || ret == stop {
-				return n, nil, walkBroken
+				return n, walkBroken
 			}
-			return n + 1, nil, walkEnd
+			return n + 1, walkEnd
 		}
 		ret = *(*uintptr)(unsafe.Add(p1, ptrSize))
 		p2 := *(*unsafe.Pointer)(p1)
 		if uint64(ret) != g[1] {
-			return n + 1, p1, walkWrong
+			return n + 1, walkWrong
 		}
 		if u := uintptr(p2); u <= uintptr(p1) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
 			if u != 0 || ret == stop {
-				return n + 1, nil, walkBroken
+				return n + 1, walkBroken
 			}
-			return n + 2, nil, walkEnd
+			return n + 2, walkEnd
 		}
 		ret = *(*uintptr)(unsafe.Add(p2, ptrSize))
 		p3 := *(*unsafe.Pointer)(p2)
 		if uint64(ret) != g[2] {
-			return n + 2, p2, walkWrong
+			return n + 2, walkWrong
 		}
 		if u := uintptr(p3); u <= uintptr(p2) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
 			if u != 0 || ret == stop {
-				return n + 2, nil, walkBroken
+				return n + 2, walkBroken
 			}
-			return n + 3, nil, walkEnd
+			return n + 3, walkEnd
 		}
 		ret = *(*uintptr)(unsafe.Add(p3, ptrSize))
 		p4 := *(*unsafe.Pointer)(p3)
 		if uint64(ret) != g[3] {
-			return n + 3, p3, walkWrong
+			return n + 3, walkWrong
 		}
 		if u := uintptr(p4); u <= uintptr(p3) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
 			if u != 0 || ret == stop {
-				return n + 3, nil, walkBroken
+				return n + 3, walkBroken
 			}
-			return n + 4, nil, walkEnd
+			return n + 4, walkEnd
 		}
 		fp = p4
 	}
@@ -269,17 +269,17 @@ func walkCompare(start, fp, gf unsafe.Pointer, n, m int) (int, unsafe.Pointer, i
 		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
 		next := *(*unsafe.Pointer)(fp)
 		if uint64(ret) != *(*uint64)(unsafe.Add(gf, n*8)) {
-			return n, fp, walkWrong
+			return n, walkWrong
 		}
 		if u := uintptr(next); u <= uintptr(fp) || u >= limit || u&(ptrSize-1) != 0 || ret == stop {
 			if u != 0 || ret == stop {
-				return n, nil, walkBroken
+				return n, walkBroken
 			}
-			return n + 1, nil, walkEnd
+			return n + 1, walkEnd
 		}
 		fp = next
 	}
-	return n, fp, walkFull
+	return n, walkFull
 }
 
 // A Guess is where WalkFirst stopped. It holds no pointers: the record
