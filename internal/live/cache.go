@@ -436,6 +436,7 @@ func resetCache() {
 	for i := range firstTab {
 		firstTab[i].Store(0)
 	}
+	resetWhole()
 	overflowMu.Lock()
 	overflow.Store(nil)
 	overflowMu.Unlock()

@@ -42,8 +42,16 @@ func Callers(skip int, pc []uintptr) int {
 			return n
 		}
 	}
-	n, st, ok := 0, 0, false
+	n, st, ok, slot, r0 := 0, 0, false, -1, pc[0]
 	if miss != 0 {
+		// A frame with inlined calls, most often: the whole stack may
+		// have been answered before (whole.go), unless walkProbe filled
+		// pc or this call site's stacks are deeper than its buffer.
+		if m < len(pc) && cutTab[firstHash(r0)].Load() != cutWord(r0, len(pc)) {
+			if n, slot = wholeHit(start, skip, pc); n >= 0 {
+				return n
+			}
+		}
 		n, st, ok = expandWalk(start, skip, pc)
 	}
 	if !ok {
@@ -51,6 +59,12 @@ func Callers(skip int, pc []uintptr) int {
 	}
 	switch st {
 	case walkDone:
+		if miss != 0 {
+			noteCut(r0, len(pc), n == len(pc))
+			if slot >= 0 && n < len(pc) {
+				rememberWhole(start, skip, pc[:n], slot) // whole: fewer than pc holds
+			}
+		}
 		return n
 	case walkMiss:
 		return learn(skip, pc)

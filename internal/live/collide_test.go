@@ -11,6 +11,8 @@ import (
 func withCache(t *testing.T, bits uint, f func()) {
 	t.Helper()
 	resetCache() // empties homeTab: the fast paths then always miss
+	wholeOff.Store(true)
+	defer wholeOff.Store(false)
 	old := cache
 	cache = tableOf(make([]atomic.Uintptr, bucketSlots<<bits), make([]atomic.Uint32, 1<<bits))
 	resetCache()

@@ -48,6 +48,12 @@
 // the first frame with inlined calls, a frame whose home slot names its
 // expansion is expanded in the same loop (walkExpand), with no second pass
 // and no moving of the addresses not read yet.
+// A whole stack answered before (whole.go: the chain of return addresses
+// down to the goroutine's entry frame and the skip, which decide the
+// answer, and the answer, when it was shorter than its buffer) is answered
+// by a walk that compares the chain with the cached one, as the one-pass
+// stack ID's hit does, and a copy: 512 direct-mapped slots, keyed by the
+// first four return addresses, under 1.6 MiB.
 // A working set larger than the cache is detected (learning passes that
 // evict from recently filled buckets) and answered by plain runtime.Callers
 // for a while (adapt.go).

@@ -15,7 +15,11 @@ import "github.com/unwindkit/unwindkit/internal/live"
 //
 // On amd64 and arm64 Callers walks frame pointers, and each frame costs a
 // compare in a lock-free cache (under 2 MiB, fixed) that maps a return
-// address to the logical frames the runtime records for it. A return
+// address to the logical frames the runtime records for it. A whole stack
+// (down to the goroutine's entry, fewer pcs than the buffer holds) seen
+// before with the same skip is answered by a walk that compares its return
+// addresses with the ones it had and a copy of that answer (a second
+// lock-free cache, of 512 stacks of up to 128 frames: under 1.6 MiB). A return
 // address not yet in the cache is learned once from the runtime itself: that
 // call makes one runtime.Callers call, answers from it, and looks up each
 // new frame's function with runtime.FuncForPC. Whatever the stack, a call
