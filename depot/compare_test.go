@@ -38,10 +38,10 @@ import (
 //	go test -run '^$' -bench Compare -count 5 ./depot
 func BenchmarkCompare(b *testing.B) {
 	for _, row := range []string{"hit", "miss", "fetch"} {
-		// A block must be long enough that the second goroutine's wake-up
-		// (tens of µs on this VM) does not serialise the two: 131,072 hits
-		// or fetches (each stored trace 32 times), or a whole round of
-		// misses (MissRound, all fresh).
+		// A block: 131,072 hits or fetches (each stored trace 32 times),
+		// or a whole round of misses (MissRound, all fresh), run by a
+		// benchbody.Team whose second goroutine spins between blocks, so
+		// that the two run at once from the block's first operation.
 		block := 32 * benchbody.DepotTraces
 		if row == "miss" {
 			block = benchbody.MissRound
@@ -49,14 +49,14 @@ func BenchmarkCompare(b *testing.B) {
 		for _, g := range goroutines {
 			b.Run(row+"/"+g.name, func(b *testing.B) {
 				cs := contenders(b, row, g.g)
+				team := benchbody.NewTeam(g.g)
+				defer team.Close()
 				blockOf := func(c contender) time.Duration {
 					op := c.op
 					if op == nil {
 						op = c.fresh() // rebuilt untimed
 					}
-					t0 := time.Now()
-					benchbody.Run(g.g, block, op)
-					return time.Since(t0)
+					return team.Run(block, op)
 				}
 				interleave(b, cs, blockOf, block)
 			})

@@ -1,8 +1,11 @@
 package benchbody
 
 import (
+	"maps"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,5 +140,54 @@ func TestMeasure(t *testing.T) {
 	}
 	if _, err := Measure(time.Millisecond, 1, func(b *testing.B) { b.Fatal("broken") }); err == nil {
 		t.Fatal("Measure of a failing body: no error")
+	}
+}
+
+// TestTeam: each block of a team runs every operation once, each goroutine
+// its own share (the caller's with the remainder) from its own base, for
+// blocks of several sizes in turn, and the two goroutines of a team of two
+// run at once: each waits, inside one block, to see the other's first
+// operation.
+func TestTeam(t *testing.T) {
+	for _, g := range []int{1, 2, 3} {
+		tm := NewTeam(g)
+		for _, n := range []int{0, 1, 7, 1000} {
+			var mu sync.Mutex
+			got := map[[2]int]int{}
+			tm.Run(n, func(w, i int) {
+				mu.Lock()
+				got[[2]int{w, i}]++
+				mu.Unlock()
+			})
+			want := map[[2]int]int{}
+			for w := range g {
+				k := n / g
+				if w == 0 {
+					k += n % g
+				}
+				for i := range k {
+					want[[2]int{w, w*997 + i}]++
+				}
+			}
+			if !maps.Equal(got, want) {
+				t.Errorf("team of %d, block of %d: ran %v, want %v", g, n, got, want)
+			}
+		}
+		tm.Close()
+	}
+	tm := NewTeam(2)
+	defer tm.Close()
+	var started, saw [2]atomic.Bool
+	tm.Run(2, func(w, i int) {
+		started[w].Store(true)
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); runtime.Gosched() {
+			if started[1-w].Load() {
+				saw[w].Store(true)
+				return
+			}
+		}
+	})
+	if !saw[0].Load() || !saw[1].Load() {
+		t.Errorf("a team of two: goroutine 0 saw the other start %v, goroutine 1 %v; want both", saw[0].Load(), saw[1].Load())
 	}
 }
