@@ -102,7 +102,9 @@ func TestShortRun(t *testing.T) {
 			[]string{"thread_info", "thread_info", "thread_info", "on-stack", "on-stack", "on-stack", "per-cpu", "per-cpu", "per-cpu"}, 5, []int{4}},
 		{"Live Go unwinding", 3, []string{"8", "32", "128"}, -1, []int{1, 2}},
 		{"Capturing a deduplicated stack", 3, []string{"8", "32", "128"}, 9, []int{1, 2, 3, 4}},
-		{"Stack depot", 6, nil, 4, []int{1, 2, 3}},
+		{"Stack depot", 8, nil, 4, []int{1, 2, 3}},
+		{"Capturing a deduplicated stack on the model", 6,
+			[]string{"SCS copy", "SCS copy", "SCS copy", "FP walk", "FP walk", "FP walk"}, 5, []int{2, 3, 4}},
 		{"One KASAN stack recording", 8, nil, 5, []int{3, 4}},
 		{"KASAN workload on the model", 6, nil, 4, []int{2, 3}},
 	}
@@ -144,15 +146,17 @@ func TestShortRun(t *testing.T) {
 			}
 		}
 	}
-	// Depot: three operations on one goroutine and on several.
-	for j, op := range []string{"save, hit", "save, hit, ", "save, miss", "save, miss, ", "fetch", "fetch, "} {
+	// Depot: three operations on one goroutine and on several, then the
+	// hit with the producer's hash on both.
+	for j, op := range []string{"save, hit", "save, hit, ", "save, miss", "save, miss, ", "fetch", "fetch, ",
+		"save, hit, the producer's hash", "save, hit, the producer's hash (`SaveHashed`), "} {
 		if !strings.HasPrefix(tables[4].rows[j][0], op) {
 			t.Errorf("depot row %d is %q, want %q...", j, tables[4].rows[j][0], op)
 		}
 	}
 	// Recording: the same number of frames for both techniques, task
 	// traces longer than IRQ traces (cut at the entry).
-	rec := tables[5]
+	rec := tables[6]
 	task, err1 := strconv.Atoi(rec.rows[0][1])
 	irq, err2 := strconv.Atoi(rec.rows[4][1])
 	if err1 != nil || err2 != nil || irq <= 0 || task <= irq {
@@ -160,7 +164,7 @@ func TestShortRun(t *testing.T) {
 	}
 	// KASAN: share column "-" for none, a percentage or "below noise" for
 	// SCS and FP.
-	for j, r := range tables[6].rows {
+	for j, r := range tables[7].rows {
 		if j%3 == 0 {
 			if r[5] != "-" || r[4] != "1.00x" {
 				t.Errorf("KASAN row %d (none): %v", j, r)

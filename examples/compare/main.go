@@ -8,7 +8,13 @@
 //     (counted loads, stores and instructions, and the model's time);
 //   - live Go unwinding: live.Callers and live.CallersFP against
 //     runtime.Callers;
-//   - the stack depot against a map-and-mutex baseline;
+//   - capturing a deduplicated stack of the running Go program: the
+//     one-pass stack ID (stackid.Table.Save) against live.Callers and
+//     depot.SavePCs, and against runtime.Callers and a map behind a mutex;
+//   - the stack depot against a map-and-mutex baseline and a sync.Map,
+//     also with the hash its producer computed (depot.SaveHashed);
+//   - capturing a deduplicated stack on the model: unwind.SaveToDepot
+//     against the unwind alone and the unwind then depot.Save;
 //   - the KASAN workload of examples/kasan with no stack recording, the
 //     SCS copy and the FP walk: the seed's "30%" against the maintainer's
 //     "6-13%", on the model.
@@ -82,6 +88,7 @@ func run(w io.Writer, short bool) error {
 	header(bw, short)
 	steps := []func(io.Writer, bench) error{
 		modelUnwind, policyCost, liveUnwind, stackIDTable, depotTable,
+		modelDepotTable,
 		recordTable,
 		func(w io.Writer, b bench) error { return kasanTable(w, b, kasanOps, short) },
 	}
@@ -363,6 +370,21 @@ func depotTable(w io.Writer, b bench) error {
 		}
 		fmt.Fprintf(w, "| %s | %.1f | %.1f | %.1f | %s |\n", r.name, ns[0], ns[1], ns[2], ratio(min(ns[1], ns[2])/ns[0]))
 	}
+	// The one-pass hit: the depot given the hash its producer computed
+	// (SaveHashed); the peers, which have no such call, hash for their
+	// maps as in the rows above.
+	for _, g := range []int{1, procs} {
+		name := "save, hit, the producer's hash (`SaveHashed`)"
+		if g > 1 {
+			name += fmt.Sprintf(", %d goroutines", g)
+		}
+		ns, err := b.run(func(tb *testing.B) { benchbody.ProducerHit(tb, g) }, func(tb *testing.B) { benchbody.SaveHit(tb, mp, g) },
+			func(tb *testing.B) { benchbody.SaveHit(tb, sp, g) })
+		if err != nil {
+			return fmt.Errorf("depot %s: %w", name, err)
+		}
+		fmt.Fprintf(w, "| %s | %.1f | %.1f | %.1f | %s |\n", name, ns[0], ns[1], ns[2], ratio(min(ns[1], ns[2])/ns[0]))
+	}
 	floor, err := b.run(func(tb *testing.B) { benchbody.Hash(tb, 1) }, benchbody.PlainMapHit)
 	if err != nil {
 		return fmt.Errorf("depot floors: %w", err)
@@ -381,6 +403,41 @@ func depotTable(w io.Writer, b bench) error {
 	st := d.Stats()
 	fmt.Fprintf(w, "\nDepot memory: %d bytes of pool for %d traces (%.0f bytes per trace, %d frames each), plus %d bytes of hash table and %d of hints (fixed once the depot is first saved without a hash).\n\n",
 		st.UsedBytes, st.InUse, float64(st.UsedBytes)/float64(st.InUse), benchbody.DepotDepth, st.TableBytes, st.HintBytes)
+	return nil
+}
+
+// modelDepotTable is unwind.SaveToDepot on the modelled stack, a hit: the
+// unwind alone, the unwind then depot.Save, and the one call (the bodies
+// of go test -bench SaveToDepot ./unwind/machine).
+func modelDepotTable(w io.Writer, b bench) error {
+	fmt.Fprintln(w, "#### Capturing a deduplicated stack on the model: `unwind.SaveToDepot`, ns per call (the trace stored before, PAC off)")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| unwinder | depth | the unwind alone | unwind, then depot.Save | unwind.SaveToDepot | one call / unwind |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
+	for _, method := range []unwind.Method{unwind.MethodSCS, unwind.MethodFP} {
+		for _, depth := range benchbody.ModelDepths {
+			src, err := benchbody.ModelSource(method, false, depth)
+			if err != nil {
+				return err
+			}
+			var bodies []func(*testing.B)
+			for _, way := range benchbody.SaveToDepotWays {
+				bodies = append(bodies, func(tb *testing.B) { benchbody.ModelSaveToDepot(tb, src, depth, way) })
+			}
+			ns, err := b.run(bodies...)
+			if err != nil {
+				return err
+			}
+			name := "SCS copy"
+			if method == unwind.MethodFP {
+				name = "FP walk"
+			}
+			fmt.Fprintf(w, "| %s | %d | %.1f | %.1f | %.1f | %s |\n", name, depth, ns[0], ns[1], ns[2], ratio(ns[2]/ns[0]))
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "At depth 128 the one call unwinds no more than the depot keeps (its MaxFrames, 64), where the unwind alone and the two calls unwind all 128.")
+	fmt.Fprintln(w)
 	return nil
 }
 

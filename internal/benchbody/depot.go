@@ -261,42 +261,72 @@ func ProducerHitOp(d *depot.Depot) func(w, i int) {
 	}
 }
 
+// ProducerHit is SaveHit for the depot with the producer's hash
+// (ProducerHitOp on a depot holding the stored set, the peers' default
+// configuration), b.N saves split between g goroutines.
+func ProducerHit(b *testing.B, g int) {
+	d, err := depot.New(depot.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	set, _ := DepotTraceSet()
+	for _, tr := range set {
+		if _, err := d.Save(tr); err != nil {
+			b.Fatal(err)
+		}
+	}
+	op := ProducerHitOp(d)
+	b.ReportAllocs()
+	runB(b, g, op)
+}
+
 // SaveHit saves traces the store already holds (the common case: the same
 // allocation and free sites recur), b.N saves split between g goroutines
 // running at once: ns/op is wall time per save.
 func SaveHit(b *testing.B, p Peer, g int) {
 	op := HitOp(mustFilled(b, p, g))
 	b.ReportAllocs()
-	b.ResetTimer()
-	Run(g, b.N, op)
+	runB(b, g, op)
 }
 
 // SaveMiss saves traces never seen before into a store that holds the
 // stored set: rounds of MissRound fresh traces, the store rebuilt (timer
 // stopped) between rounds.
 func SaveMiss(b *testing.B, p Peer, g int) {
+	t := NewTeam(g)
+	defer t.Close()
 	b.ResetTimer()
 	for done := 0; done < b.N; done += MissRound {
 		b.StopTimer()
 		op := MissOp(mustFilled(b, p, g), g)
 		b.StartTimer()
-		Run(g, min(MissRound, b.N-done), op)
+		t.Run(min(MissRound, b.N-done), op)
 	}
+	b.StopTimer()
+}
+
+// runB runs b.N operations op on a team of g, timed from the first
+// operation to the last: the team is started and stopped with the timer
+// off.
+func runB(b *testing.B, g int, op func(w, i int)) {
+	t := NewTeam(g)
+	defer t.Close()
+	b.ResetTimer()
+	t.Run(b.N, op)
+	b.StopTimer()
 }
 
 // Fetch copies a stored trace into a reused buffer per goroutine.
 func Fetch(b *testing.B, p Peer, g int) {
 	op := FetchOp(mustFilled(b, p, g), g)
 	b.ReportAllocs()
-	b.ResetTimer()
-	Run(g, b.N, op)
+	runB(b, g, op)
 }
 
 // Hash is the depot's floor: hashing each trace alone (HashOp).
 func Hash(b *testing.B, g int) {
 	op := HashOp(g)
-	b.ResetTimer()
-	Run(g, b.N, op)
+	runB(b, g, op)
 }
 
 // PlainMapHit is a floor for SaveHit on one goroutine: PlainMapOp, b.N
@@ -304,8 +334,7 @@ func Hash(b *testing.B, g int) {
 func PlainMapHit(b *testing.B) {
 	op := PlainMapOp()
 	b.ReportAllocs()
-	b.ResetTimer()
-	Run(1, b.N, op)
+	runB(b, 1, op)
 }
 
 // PlainMapOp looks stored trace i up in a map[string]uint32 with no lock at
