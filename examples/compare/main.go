@@ -350,40 +350,36 @@ func depotTable(w io.Writer, b bench) error {
 	// and its two peers, a map behind a mutex and a sync.Map.
 	dp, mp, sp := benchbody.DepotPeers[0], benchbody.DepotPeers[1], benchbody.DepotPeers[2]
 	procs := runtime.GOMAXPROCS(0)
+	// A row: the depot's body and its peers' body, on g goroutines. The
+	// last rows are the one-pass hit: the depot given the hash its
+	// producer computed (SaveHashed); the peers, which have no such call,
+	// hash for their maps as in the hit rows.
 	type row struct {
-		name string
-		body func(*testing.B, benchbody.Peer, int)
-		g    int
+		name  string
+		depot func(*testing.B, int)
+		peers func(*testing.B, benchbody.Peer, int)
 	}
-	var rows []row
+	var ops []row
 	for _, op := range []struct {
 		name string
 		body func(*testing.B, benchbody.Peer, int)
 	}{{"save, hit", benchbody.SaveHit}, {"save, miss", benchbody.SaveMiss}, {"fetch", benchbody.Fetch}} {
-		rows = append(rows, row{op.name, op.body, 1}, row{fmt.Sprintf("%s, %d goroutines", op.name, procs), op.body, procs})
+		ops = append(ops, row{op.name, func(tb *testing.B, g int) { op.body(tb, dp, g) }, op.body})
 	}
-	for _, r := range rows {
-		ns, err := b.run(func(tb *testing.B) { r.body(tb, dp, r.g) }, func(tb *testing.B) { r.body(tb, mp, r.g) },
-			func(tb *testing.B) { r.body(tb, sp, r.g) })
-		if err != nil {
-			return fmt.Errorf("depot %s: %w", r.name, err)
+	ops = append(ops, row{"save, hit, the producer's hash (`SaveHashed`)", benchbody.ProducerHit, benchbody.SaveHit})
+	for _, r := range ops {
+		for _, g := range []int{1, procs} {
+			name := r.name
+			if g > 1 {
+				name += fmt.Sprintf(", %d goroutines", g)
+			}
+			ns, err := b.run(func(tb *testing.B) { r.depot(tb, g) }, func(tb *testing.B) { r.peers(tb, mp, g) },
+				func(tb *testing.B) { r.peers(tb, sp, g) })
+			if err != nil {
+				return fmt.Errorf("depot %s: %w", name, err)
+			}
+			fmt.Fprintf(w, "| %s | %.1f | %.1f | %.1f | %s |\n", name, ns[0], ns[1], ns[2], ratio(min(ns[1], ns[2])/ns[0]))
 		}
-		fmt.Fprintf(w, "| %s | %.1f | %.1f | %.1f | %s |\n", r.name, ns[0], ns[1], ns[2], ratio(min(ns[1], ns[2])/ns[0]))
-	}
-	// The one-pass hit: the depot given the hash its producer computed
-	// (SaveHashed); the peers, which have no such call, hash for their
-	// maps as in the rows above.
-	for _, g := range []int{1, procs} {
-		name := "save, hit, the producer's hash (`SaveHashed`)"
-		if g > 1 {
-			name += fmt.Sprintf(", %d goroutines", g)
-		}
-		ns, err := b.run(func(tb *testing.B) { benchbody.ProducerHit(tb, g) }, func(tb *testing.B) { benchbody.SaveHit(tb, mp, g) },
-			func(tb *testing.B) { benchbody.SaveHit(tb, sp, g) })
-		if err != nil {
-			return fmt.Errorf("depot %s: %w", name, err)
-		}
-		fmt.Fprintf(w, "| %s | %.1f | %.1f | %.1f | %s |\n", name, ns[0], ns[1], ns[2], ratio(min(ns[1], ns[2])/ns[0]))
 	}
 	floor, err := b.run(func(tb *testing.B) { benchbody.Hash(tb, 1) }, benchbody.PlainMapHit)
 	if err != nil {

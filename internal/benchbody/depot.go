@@ -120,21 +120,25 @@ func Run(g, n int, op func(w, i int)) {
 // keeps its P and its thread. Goroutines started for each block do not
 // run at once reliably on this 2-vCPU VM: when a new one waits for the
 // other P, that P's thread may be parked, and its wake-up took 0.6 to
-// 2.4 ms in 16 of 43 blocks of 1.8 ms measured here, so the block ran
+// 2.4 ms in 20 of 43 blocks of 1.8 ms measured here, so the block ran
 // one goroutine after the other, or nearly, at up to twice its time.
+// With fewer Ps than goroutines (go test -cpu 1) the spins yield, or a
+// spinning goroutine would hold the P until the scheduler preempts it.
 type Team struct {
-	g    int
-	gen  atomic.Uint64 // a block's start (odd: stop)
-	done atomic.Int32  // workers done with the current block
-	n    int           // the current block's operations
-	op   func(w, i int)
-	wg   sync.WaitGroup
+	g     int
+	yield bool          // fewer Ps than goroutines: spins yield
+	gen   atomic.Uint64 // a block's start (odd: stop)
+	done  atomic.Int32  // workers done with the current block
+	n     int           // the current block's operations
+	op    func(w, i int)
+	wg    sync.WaitGroup
 }
 
 // NewTeam starts the g-1 workers of a team of g (at least 1) and returns
 // once they all run.
 func NewTeam(g int) *Team {
 	t := &Team{g: max(g, 1)}
+	t.yield = runtime.GOMAXPROCS(0) < t.g
 	var up atomic.Int32
 	for w := 1; w < t.g; w++ {
 		t.wg.Go(func() {
@@ -143,6 +147,7 @@ func NewTeam(g int) *Team {
 			for {
 				gen := t.gen.Load()
 				if gen == seen {
+					t.spin()
 					continue
 				}
 				if gen&1 != 0 {
@@ -177,8 +182,17 @@ func (t *Team) Run(n int, op func(w, i int)) time.Duration {
 		op(0, i)
 	}
 	for t.done.Load() < int32(t.g-1) {
+		t.spin()
 	}
 	return time.Since(t0)
+}
+
+// spin is one turn of a wait: nothing, or a yield if the team has fewer
+// Ps than goroutines.
+func (t *Team) spin() {
+	if t.yield {
+		runtime.Gosched()
+	}
 }
 
 // Close stops the team's workers.
@@ -262,20 +276,10 @@ func ProducerHitOp(d *depot.Depot) func(w, i int) {
 }
 
 // ProducerHit is SaveHit for the depot with the producer's hash
-// (ProducerHitOp on a depot holding the stored set, the peers' default
-// configuration), b.N saves split between g goroutines.
+// (ProducerHitOp on the depot peer, filled), b.N saves split between g
+// goroutines.
 func ProducerHit(b *testing.B, g int) {
-	d, err := depot.New(depot.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	set, _ := DepotTraceSet()
-	for _, tr := range set {
-		if _, err := d.Save(tr); err != nil {
-			b.Fatal(err)
-		}
-	}
-	op := ProducerHitOp(d)
+	op := ProducerHitOp(mustFilled(b, DepotPeers[0], g).(depotStore).d)
 	b.ReportAllocs()
 	runB(b, g, op)
 }
